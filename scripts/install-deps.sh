@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# System packages cellfabric needs on Debian 12, installed only when missing (idempotent).
+# Mininet comes from Debian; its Open vSwitch dependency is installed but never started:
+# cellfabric's Mininet switches are its own node classes.
+set -euo pipefail
+
+PACKAGES=(
+  mininet          # emulated hosts and links (Python package + mnexec)
+  bridge-utils
+  iputils-ping
+  iproute2         # ip netns / ip link for namespaces and veth pairs
+  procps           # sysctl
+  ethtool          # offload settings on veths
+  python3-venv     # venv for a stock Debian python3
+  make
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all system packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: error: missing Debian packages: ${missing[*]}" >&2
+  echo "install-deps: run as root (or: sudo apt-get install -y ${missing[*]})" >&2
+  exit 1
+fi
+
+if ! command -v apt-get >/dev/null; then
+  echo "install-deps: error: apt-get not found; install these packages by hand: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -q --no-install-recommends "${missing[@]}"

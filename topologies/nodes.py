@@ -70,3 +70,71 @@ class ForwarderSwitch(ProcessSwitch):
         for port, ifname in sorted(self.port_map().items()):
             argv += ["-i", f"{port - 1}@{ifname}"]
         return argv
+
+
+class P4Switch(ProcessSwitch):
+    """A P4 switch of either target: ``p4sim switch`` or ``simple_switch_grpc``, same flags.
+
+    Ports keep Mininet's numbers (from 1), which are the topology file's port numbers. The
+    gRPC server listens on 127.0.0.1:``grpc_port`` in the root namespace, where the controller
+    runs; ``thrift_port`` is the runtime admin channel (queue rates and depths).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        target: str = "embedded",
+        device_id: int = 1,
+        grpc_port: int = 50051,
+        thrift_port: int = 9090,
+        cpu_port: int | None = None,
+        json_path: str | None = None,
+        priority_queues: int = 0,
+        pcap_dir: str | None = None,
+        **params,
+    ) -> None:
+        super().__init__(name, **params)
+        self.target = target
+        self.device_id = device_id
+        self.grpc_port = grpc_port
+        self.thrift_port = thrift_port
+        self.cpu_port = cpu_port
+        self.json_path = json_path
+        self.priority_queues = priority_queues
+        self.pcap_dir = pcap_dir
+
+    @property
+    def grpc_addr(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def command(self) -> list[str]:
+        from netlab.targets import switch_argv
+
+        extra: list[str] = []
+        if self.priority_queues:
+            extra += ["--priority-queues", str(self.priority_queues)]
+        if self.pcap_dir:
+            extra += ["--pcap", self.pcap_dir]
+        if self.log_dir:
+            extra += ["--log-console"] if self.target == "bmv2" else []
+        return switch_argv(
+            self.target, self.port_map(), self.grpc_addr, device_id=self.device_id,
+            cpu_port=self.cpu_port, json=self.json_path, extra=extra,
+            thrift_port=self.thrift_port,
+        )
+
+    def wait_ready(self, timeout: float = 30.0) -> bool:
+        """True once the gRPC server accepts connections (False if the process died)."""
+        import socket
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running():
+                return False
+            with socket.socket() as s:
+                s.settimeout(0.2)
+                if s.connect_ex(("127.0.0.1", self.grpc_port)) == 0:
+                    return True
+            time.sleep(0.1)
+        return False

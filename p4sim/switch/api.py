@@ -162,6 +162,11 @@ class PortStats:
     tx_packets: int = 0
     rx_dropped_malformed: int = 0  # truncated/garbage frames counted and dropped
     queue_drops: int = 0  # tail drops in the traffic manager for this egress port
+    # For the runner's "could the machine keep up" check (see topologies/validity.py):
+    rx_socket_drops: int = 0  # frames the kernel dropped because the switch read too slowly
+    busy_seconds: float = 0.0  # time this port's queue was non-empty
+    busy_tx_packets: int = 0  # packets dequeued while the queue was non-empty
+    rate_pps: int = 0  # configured service rate (0 = unlimited)
 
 
 @dataclass

@@ -1,0 +1,87 @@
+"""Run reports: headline figures, plots and the invalid-run check."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from topologies.report import (
+    RunMetrics,
+    busiest_link_utilization,
+    format_summary,
+    percentile,
+    summarize,
+    write_report,
+)
+from topologies.validity import service_problems
+
+
+def _metrics() -> RunMetrics:
+    m = RunMetrics(run={"name": "r1", "topology": "leaf-spine", "t0": 100.0})
+    m.links["l1-s1"] = {"capacity_pps": 1000,
+                        "samples": [[100.5, 950, 0], [101.0, 970, 10], [101.5, 0, 0]]}
+    m.queues["s1:1"] = [[100.5, 3], [101.0, 17], [101.5, 0]]
+    m.flows["h1->h3"] = {"samples": [[100.5, 400], [101.0, 500]], "bytes": 10**6}
+    m.messages = [{"src": "h1", "dst": "h3", "size": 8192, "fct_s": f, "ideal_s": 0.008}
+                  for f in (0.010, 0.012, 0.016, 0.040)]
+    m.messages.append({"src": "h2", "dst": "h4", "size": 8192, "fct_s": None, "ideal_s": 0.008})
+    m.reorder = {"h3": {"max_depth": 6, "p99_depth": 4}}
+    m.drops = {"s1": {"queue_drops": 2}, "l1": {"queue_drops": 1, "no_route": 5}}
+    return m
+
+
+def test_percentile_nearest_rank() -> None:
+    assert percentile([5, 1, 4, 2, 3], 50) == 3
+    assert percentile(list(range(1, 101)), 99) == 99
+    assert math.isnan(percentile([], 50))
+
+
+def test_summary_figures() -> None:
+    s = summarize(_metrics())
+    assert s["messages_completed"] == 4 and s["messages_total"] == 5
+    assert s["fct_p50_s"] == 0.012
+    assert s["slowdown_p99"] == 0.040 / 0.008
+    assert s["cells_dropped"] == 3  # queue drops only, not policy drops
+    assert s["peak_queue_depth"] == 17
+    assert s["max_reorder_depth"] == 6
+
+
+def test_utilization_is_mean_busy_rate_over_capacity() -> None:
+    util = busiest_link_utilization(_metrics())
+    assert util["l1->s1"] == (950 + 970) / 2 / 1000
+    assert util["s1->l1"] == 10 / 1000
+
+
+def test_report_writes_json_and_every_plot(tmp_path: Path) -> None:
+    m = _metrics()
+    path = write_report(m, tmp_path)
+    data = json.loads(path.read_text())
+    assert data["summary"]["messages_completed"] == 4
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert pngs == ["completion_times.png", "flow_rates.png", "link_utilization.png",
+                    "queue_depth.png", "reorder_depth.png"]
+    for p in tmp_path.glob("*.png"):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = format_summary(m)
+    assert "4/5" in text and "run valid" in text
+
+
+def test_invalid_run_is_loud() -> None:
+    m = _metrics()
+    m.run["invalid_reasons"] = ["s1 port 1: served 400 pps while backlogged, configured 1000"]
+    assert "RUN INVALID" in format_summary(m)
+    assert summarize(m)["valid"] is False
+
+
+def test_service_problems_flags_starved_ports_only() -> None:
+    stats = {
+        "s1": {1: {"rate_pps": 1000, "busy_seconds": 2.0, "busy_tx_packets": 1990},
+               2: {"rate_pps": 1000, "busy_seconds": 2.0, "busy_tx_packets": 1200},
+               3: {"rate_pps": 1000, "busy_seconds": 0.05, "busy_tx_packets": 1}},
+        "l1": {1: {"rate_pps": 0, "rx_socket_drops": 7}},
+    }
+    reasons = service_problems(stats)
+    assert len(reasons) == 2
+    assert reasons[0].startswith("l1 port 1: kernel dropped 7 frames")
+    assert reasons[1].startswith("s1 port 2: served 600 pps")

@@ -1,0 +1,115 @@
+"""A Mininet network built from a ``Topology``: hosts in namespaces, P4 switches as processes.
+
+Interface names carry a tag unique to the run (switch interfaces live in the root namespace,
+so two runs on one machine must not collide), and Mininet ports are pinned to the topology's
+port numbers so the controller's entries and the wires agree.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mininet.link import Link
+from mininet.net import Mininet
+from mininet.node import Host
+
+from topologies.model import Topology
+from topologies.nodes import P4Switch
+
+GRPC_BASE = 50100
+THRIFT_BASE = 29090
+
+
+@dataclass
+class FabricNet:
+    topo: Topology
+    target: str
+    json_path: str | None
+    run_dir: Path
+    pcap: bool = False
+    priority_queues: int = 2
+    tag: str = field(default_factory=lambda: secrets.token_hex(2))
+    grpc_base: int = GRPC_BASE
+    thrift_base: int = THRIFT_BASE
+    net: Mininet | None = None
+
+    def ifname(self, node: str, port: int) -> str:
+        return f"{self.tag}{node}e{port}"
+
+    def build(self) -> Mininet:
+        net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
+                      autoStaticArp=False, waitConnected=False)
+        log_dir = str(self.run_dir / "logs")
+        for sw in self.topo.switches.values():
+            net.addSwitch(
+                self.node_name(sw.name), cls=P4Switch, target=self.target,
+                device_id=sw.device_id, grpc_port=self.grpc_base + sw.device_id,
+                thrift_port=self.thrift_base + sw.device_id, json_path=self.json_path,
+                priority_queues=self.priority_queues, log_dir=log_dir,
+                pcap_dir=str(self.run_dir / "pcap" / sw.name) if self.pcap else None,
+            )
+        for host in self.topo.hosts.values():
+            net.addHost(self.node_name(host.name), cls=Host, ip=None)
+        for lk in self.topo.links:
+            net.addLink(
+                self.node_name(lk.a), self.node_name(lk.b), port1=lk.a_port, port2=lk.b_port,
+                intfName1=self.ifname(lk.a, lk.a_port), intfName2=self.ifname(lk.b, lk.b_port),
+                cls=Link,
+            )
+        net.build()
+        self.net = net
+        for host in self.topo.hosts.values():
+            node = net.get(self.node_name(host.name))
+            for i, intf in enumerate(node.intfList()):
+                intf.setMAC(self._host_mac(host.mac, i))
+            first = node.intfList()[0]
+            node.cmd(f"ip addr add {host.ip}/32 dev {first.name}")
+            # Every destination is reached through the attached leaf, which answers ARP for
+            # host-facing ports; the route is on-link so no gateway address is needed.
+            node.cmd(f"ip route add 10.0.0.0/8 dev {first.name} scope link")
+            node.cmd("sysctl -q -w net.ipv6.conf.all.disable_ipv6=1")
+        return net
+
+    @staticmethod
+    def _host_mac(base: str, index: int) -> str:
+        # A dual-homed host's second NIC port differs in the first octet's spare bits.
+        if index == 0:
+            return base
+        return f"06{base[2:]}"
+
+    def node_name(self, name: str) -> str:
+        return f"{name}{self.tag}"
+
+    def host(self, name: str) -> Host:
+        assert self.net is not None
+        return self.net.get(self.node_name(name))
+
+    def switch(self, name: str) -> P4Switch:
+        assert self.net is not None
+        return self.net.get(self.node_name(name))
+
+    def host_ifname(self, host: str, index: int = 0) -> str:
+        lks = [lk for lk in self.topo.links if lk.b == host]
+        lk = lks[index]
+        return self.ifname(host, lk.b_port)
+
+    def start(self, ready_timeout: float = 60.0) -> list[str]:
+        """Start every switch; returns the names of switches that did not come up."""
+        assert self.net is not None
+        self.net.start()
+        return [sw for sw in self.topo.switches
+                if not self.switch(sw).wait_ready(ready_timeout)]
+
+    def set_link(self, name: str, up: bool) -> None:
+        """Bring a topology link (``a-b``) down or up at both ends."""
+        assert self.net is not None
+        lk = self.topo.link(name)
+        self.net.configLinkStatus(self.node_name(lk.a), self.node_name(lk.b),
+                                  "up" if up else "down")
+
+    def stop(self) -> None:
+        if self.net is not None:
+            self.net.stop()
+            self.net = None

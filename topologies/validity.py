@@ -1,0 +1,36 @@
+"""Is a run's network behavior real, or the machine's CPU starving the switches?
+
+A port whose queue is backlogged should dequeue at exactly its configured rate. If a switch
+process cannot get enough CPU, two things show: its measured service rate while backlogged
+falls below the configured rate, and the kernel drops frames on its receive sockets because it
+reads too slowly. Either makes the run invalid; the runner says so loudly rather than reporting
+starvation as congestion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+MIN_BUSY_SECONDS = 0.2  # too short a backlog gives no meaningful rate
+SERVICE_TOLERANCE = 0.90  # measured/configured below this = the switch fell behind
+
+
+def service_problems(stats: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> list[str]:
+    """``stats``: switch -> port -> {"rate_pps", "busy_seconds", "busy_tx_packets",
+    "rx_socket_drops"}. Returns one reason per port that shows starvation."""
+    reasons: list[str] = []
+    for switch, ports in sorted(stats.items()):
+        for port, st in sorted(ports.items()):
+            dropped = int(st.get("rx_socket_drops", 0))
+            if dropped:
+                reasons.append(f"{switch} port {port}: kernel dropped {dropped} frames the "
+                               "switch did not read in time")
+            rate = int(st.get("rate_pps", 0))
+            busy = float(st.get("busy_seconds", 0.0))
+            if rate and busy >= MIN_BUSY_SECONDS:
+                measured = int(st.get("busy_tx_packets", 0)) / busy
+                if measured < SERVICE_TOLERANCE * rate:
+                    reasons.append(f"{switch} port {port}: served {measured:.0f} pps while "
+                                   f"backlogged, configured {rate} pps")
+    return reasons

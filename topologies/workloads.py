@@ -1,0 +1,111 @@
+"""Traffic patterns as plain data: who sends how much to whom, in which step.
+
+A workload is a list of ``Step``s; every ``Transfer`` of a step runs concurrently, and a step
+starts only when every transfer of the one before has completed (all-reduce's "each step
+waits for the slowest"). The one-shot patterns (permutation, incast, all-to-all) are one step.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+WORKLOADS = ("permutation", "incast", "all-to-all", "allreduce")
+
+
+class WorkloadError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Transfer:
+    src: str
+    dst: str
+    size: int  # bytes per message
+    count: int  # messages
+
+
+@dataclass(frozen=True)
+class Step:
+    transfers: tuple[Transfer, ...]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    steps: tuple[Step, ...]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.size * t.count for s in self.steps for t in s.transfers)
+
+    def flows(self) -> list[Transfer]:
+        return [t for s in self.steps for t in s.transfers]
+
+
+def permutation(hosts: list[str], size: int, count: int, seed: int = 1,
+                cross_leaf: dict[str, str] | None = None) -> Workload:
+    """Every host sends to exactly one other and receives from exactly one (a derangement).
+
+    With ``cross_leaf`` (host -> leaf), destinations are on another leaf when possible, so
+    all traffic crosses the spine layer, where path choice matters."""
+    if len(hosts) < 2:
+        raise WorkloadError("permutation needs at least 2 hosts")
+    rng = random.Random(seed)
+    for _ in range(1000):
+        dsts = hosts[:]
+        rng.shuffle(dsts)
+        if any(s == d for s, d in zip(hosts, dsts, strict=True)):
+            continue
+        if cross_leaf and any(cross_leaf[s] == cross_leaf[d]
+                              for s, d in zip(hosts, dsts, strict=True)):
+            continue
+        break
+    else:
+        # No cross-leaf derangement exists (e.g. one leaf): a shift is always a derangement.
+        dsts = hosts[1:] + hosts[:1]
+    return Workload("permutation", (Step(tuple(
+        Transfer(s, d, size, count) for s, d in zip(hosts, dsts, strict=True))),))
+
+
+def incast(hosts: list[str], senders: int, size: int, count: int,
+           receiver: str | None = None) -> Workload:
+    """``senders`` hosts send to one receiver at once (N-to-1)."""
+    receiver = receiver or hosts[-1]
+    others = [h for h in hosts if h != receiver]
+    if not 1 <= senders <= len(others):
+        raise WorkloadError(f"incast {senders}:1 needs {senders} senders besides {receiver}, "
+                            f"the topology has {len(others)}")
+    return Workload(f"incast-{senders}:1", (Step(tuple(
+        Transfer(s, receiver, size, count) for s in others[:senders])),))
+
+
+def all_to_all(hosts: list[str], size: int, count: int) -> Workload:
+    return Workload("all-to-all", (Step(tuple(
+        Transfer(s, d, size, count) for s in hosts for d in hosts if s != d)),))
+
+
+def ring_allreduce(hosts: list[str], size: int) -> Workload:
+    """Ring all-reduce of a ``size``-byte buffer over N hosts: 2(N-1) steps (reduce-scatter,
+    then all-gather), in each of which every host sends one chunk of size/N to its right-hand
+    neighbour."""
+    n = len(hosts)
+    if n < 2:
+        raise WorkloadError("all-reduce needs at least 2 hosts")
+    chunk = max(1, -(-size // n))
+    step = Step(tuple(Transfer(hosts[i], hosts[(i + 1) % n], chunk, 1) for i in range(n)))
+    return Workload("allreduce", tuple(step for _ in range(2 * (n - 1))))
+
+
+def make_workload(name: str, hosts: list[str], size: int, count: int,
+                  senders: int | None = None, leaf_of: dict[str, str] | None = None,
+                  seed: int = 1) -> Workload:
+    if name == "permutation":
+        return permutation(hosts, size, count, seed=seed, cross_leaf=leaf_of)
+    if name == "incast":
+        return incast(hosts, senders or len(hosts) - 1, size, count)
+    if name == "all-to-all":
+        return all_to_all(hosts, size, count)
+    if name == "allreduce":
+        return ring_allreduce(hosts, size)
+    raise WorkloadError(f"unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")

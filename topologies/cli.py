@@ -1,6 +1,8 @@
 """`cellfabric`: the project's main command.
 
-    cellfabric run [...]        bring up an emulated fabric, run a workload, report
+    cellfabric run [TOPOLOGY] [...]   bring up an emulated fabric, run a workload, report
+    cellfabric cli [TOPOLOGY]         the fabric up, with the Mininet CLI to explore it
+    cellfabric smoke                  two hosts through the trivial forwarder (harness check)
     cellfabric host send|recv|collect ...   end-host programs (run inside Mininet hosts)
 """
 
@@ -8,8 +10,10 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: cellfabric {run,host} ...
+USAGE = """usage: cellfabric {run,cli,host,smoke} ...
   run     bring up an emulated fabric, run traffic through it, print and save a report
+  cli     bring up a fabric and open the Mininet CLI
+  smoke   two hosts through the harness's trivial forwarder, measured with ping
   host    end-host programs: send, recv, collect (started by the runner inside each host)"""
 
 
@@ -20,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args else 2
     cmd, rest = args[0], args[1:]
     if cmd == "run":
+        from topologies.run_cli import run_main as run
+    elif cmd == "cli":
+        from topologies.run_cli import cli_main as run
+    elif cmd == "smoke":
         from topologies.smoke import main as run
     elif cmd == "host":
         try:
@@ -28,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             print("cellfabric: error: the host programs are not built yet", file=sys.stderr)
             return 2
     else:
-        print(f"cellfabric: error: unknown command '{cmd}' (expected run or host)",
+        print(f"cellfabric: error: unknown command '{cmd}' (expected run, cli, host or smoke)",
               file=sys.stderr)
         return 2
     return int(run(rest) or 0)

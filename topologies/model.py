@@ -27,6 +27,12 @@ INT_MODES = ("off", "host-sink", "switch-sink")
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,5}$")  # short: names end up inside interface names
 
 
+# Where the runner's switch N (its device_id) listens on 127.0.0.1: P4Runtime on GRPC_BASE + N,
+# the runtime admin channel (queue settings) on THRIFT_BASE + N.
+GRPC_BASE = 50100
+THRIFT_BASE = 29090
+
+
 class TopologyError(ValueError):
     """A topology file is invalid; the message is one line saying where and what."""
 
@@ -79,6 +85,11 @@ class HostSpec:
     ip: str
     mac: str
     leaves: list[str]  # one, or two for a dual-homed host
+
+    def nic_mac(self, index: int) -> str:
+        """MAC of NIC port ``index`` (0 = the one on ``leaves[0]``). The second port of a
+        dual-homed host differs in the first octet's locally-administered bits."""
+        return self.mac if index == 0 else f"06{self.mac[2:]}"
 
 
 @dataclass
@@ -226,6 +237,11 @@ def _fabric(r: _Reader, raw: Any) -> FabricSpec:
         spec.tenants = {str(k): [str(h) for h in r.seq(v, f"fabric.tenants.{k}")]
                         for k, v in tenants.items()}
     return spec
+
+
+def router_mac(device_id: int) -> str:
+    """The one MAC address a switch routes with (all its ports): the fabric is layer 3."""
+    return "02:fa:00:00:{:02x}:{:02x}".format(*divmod(device_id, 256))
 
 
 def _mac_for(index: int) -> str:

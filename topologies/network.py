@@ -15,11 +15,8 @@ from mininet.link import Link
 from mininet.net import Mininet
 from mininet.node import Host
 
-from topologies.model import Topology
+from topologies.model import GRPC_BASE, THRIFT_BASE, Topology
 from topologies.nodes import P4Switch
-
-GRPC_BASE = 50100
-THRIFT_BASE = 29090
 
 
 @dataclass
@@ -63,7 +60,11 @@ class FabricNet:
         for host in self.topo.hosts.values():
             node = net.get(self.node_name(host.name))
             for i, intf in enumerate(node.intfList()):
-                intf.setMAC(self._host_mac(host.mac, i))
+                intf.setMAC(host.nic_mac(i))
+                # veth "offloads" the UDP/TCP checksum: the frame a switch reads off the wire
+                # would carry only the partial pseudo-header sum, and the far host would drop
+                # it. Computing checksums in software makes the bytes on the wire final.
+                node.cmd(f"ethtool -K {intf.name} tx off rx off tso off gso off >/dev/null 2>&1")
             first = node.intfList()[0]
             node.cmd(f"ip addr add {host.ip}/32 dev {first.name}")
             # Every destination is reached through the attached leaf, which answers ARP for
@@ -71,13 +72,6 @@ class FabricNet:
             node.cmd(f"ip route add 10.0.0.0/8 dev {first.name} scope link")
             node.cmd("sysctl -q -w net.ipv6.conf.all.disable_ipv6=1")
         return net
-
-    @staticmethod
-    def _host_mac(base: str, index: int) -> str:
-        # A dual-homed host's second NIC port differs in the first octet's spare bits.
-        if index == 0:
-            return base
-        return f"06{base[2:]}"
 
     def node_name(self, name: str) -> str:
         return f"{name}{self.tag}"

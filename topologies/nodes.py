@@ -111,8 +111,6 @@ class P4Switch(ProcessSwitch):
         from netlab.targets import switch_argv
 
         extra: list[str] = []
-        if self.priority_queues:
-            extra += ["--priority-queues", str(self.priority_queues)]
         if self.pcap_dir:
             extra += ["--pcap", self.pcap_dir]
         if self.log_dir:
@@ -120,7 +118,7 @@ class P4Switch(ProcessSwitch):
         return switch_argv(
             self.target, self.port_map(), self.grpc_addr, device_id=self.device_id,
             cpu_port=self.cpu_port, json=self.json_path, extra=extra,
-            thrift_port=self.thrift_port,
+            thrift_port=self.thrift_port, priority_queues=self.priority_queues,
         )
 
     def wait_ready(self, timeout: float = 30.0) -> bool:

@@ -33,6 +33,8 @@ class RunMetrics:
     # switch -> {"configured_pps": n, "offered_pps": n, "measured_pps": n}
     service: dict[str, dict[str, float]] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)  # all-reduce step times
+    # INT collector summary (switch-sink runs): per switch / per link occupancy, latency
+    telemetry: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
 
 

@@ -23,6 +23,7 @@ class Transfer:
     dst: str
     size: int  # bytes per message
     count: int  # messages
+    sport: int | None = None  # UDP source port (default: chosen per flow by the runner)
 
 
 @dataclass(frozen=True)

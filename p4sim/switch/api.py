@@ -167,6 +167,7 @@ class PortStats:
     busy_seconds: float = 0.0  # time this port's queue was non-empty
     busy_tx_packets: int = 0  # packets dequeued while the queue was non-empty
     rate_pps: int = 0  # configured service rate (0 = unlimited)
+    queue_depth: int = 0  # packets waiting in this port's queues now (all priorities)
 
 
 @dataclass

@@ -22,7 +22,9 @@ from netlab.targets import ToolchainError, resolve_target, switch_argv
 
 PTF_DIR = Path(__file__).resolve().parents[1] / "ptf"
 GRPC_ADDR = "127.0.0.1:9559"
+THRIFT_PORT = 9090  # the runtime admin channel (queue rates/depths), as simple_switch's
 DEVICE_ID = 1
+CPU_PORT = 510  # the CPU port p4src/fabric.p4 and the test programs use
 
 _PORT_OPEN = (
     "import socket,sys; s=socket.socket(); s.settimeout(0.2); "
@@ -61,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
             dut = lab.popen(ns, argv, name="forwarder", log=dut_log)
         else:
             argv = switch_argv(
-                target, switch_ports, GRPC_ADDR, device_id=DEVICE_ID, cpu_port=args.cpu_port
+                target, switch_ports, GRPC_ADDR, device_id=DEVICE_ID, cpu_port=args.cpu_port,
+                thrift_port=THRIFT_PORT, priority_queues=args.priority_queues,
             )
             dut = lab.popen(ns, argv, name="switch", log=dut_log)
             if not wait_until(lambda: port_open(lab, ns, GRPC_ADDR) or not dut.alive(), 30):
@@ -72,9 +75,13 @@ def run(args: argparse.Namespace) -> int:
                 print(f"ptf_runner: switch exited early; log: {dut_log}:\n"
                       f"{dut_log.read_text()[-2000:]}", file=sys.stderr)
                 return 1
-        params = f"grpcaddr='{GRPC_ADDR}';target='{target}';device_id={DEVICE_ID}"
+        params = (f"grpcaddr='{GRPC_ADDR}';target='{target}';device_id={DEVICE_ID};"
+                  f"thrift_port={THRIFT_PORT};priority_queues={args.priority_queues}")
         if args.cpu_port is not None:
             params += f";cpu_port={args.cpu_port}"
+        # The switch-side interface names, for tests that take a link down.
+        params += ";switch_ifaces='" + ",".join(
+            f"{i}:{name}" for i, name in sorted(switch_ports.items())) + "'"
         argv = [_ptf_exe(), "--test-dir", str(PTF_DIR), "--log-dir", str(log_dir),
                 "--test-params", params]
         for i, ifname in ptf_ports.items():
@@ -93,10 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", choices=("embedded", "bmv2"), default=None)
     parser.add_argument("--dut", choices=("switch", "forwarder"), default="switch")
     parser.add_argument("--ports", type=int, default=4)
-    parser.add_argument("--cpu-port", type=int, default=None)
+    parser.add_argument("--cpu-port", type=int, default=CPU_PORT,
+                        help=f"CPU port for packet-in/out (default {CPU_PORT}; -1 for none)")
+    parser.add_argument("--priority-queues", type=int, default=2,
+                        help="priority queues per port (simple_switch --priority-queues)")
     parser.add_argument("--log-dir", default=None)
     parser.add_argument("specs", nargs="*", help="PTF test specs (module, module.Class, group)")
     args = parser.parse_args(argv)
+    if args.cpu_port is not None and args.cpu_port < 0:
+        args.cpu_port = None
     try:
         return run(args)
     except (NetLabError, ToolchainError, ValueError) as exc:

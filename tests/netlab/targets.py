@@ -85,6 +85,7 @@ def switch_argv(
     json: str | Path | None = None,
     extra: Sequence[str] = (),
     thrift_port: int | None = None,
+    priority_queues: int = 0,
 ) -> list[str]:
     """The command line that starts one switch; the same flags for both targets."""
     target = resolve_target(target)
@@ -100,4 +101,7 @@ def switch_argv(
     argv += ["--", "--grpc-server-addr", grpc_addr]
     if cpu_port is not None:
         argv += ["--cpu-port", str(cpu_port)]
+    if priority_queues:
+        # A simple_switch target option, so it too goes after "--".
+        argv += ["--priority-queues", str(priority_queues)]
     return argv

@@ -1,0 +1,212 @@
+"""p4sim switch throughput, measured side by side in one run.
+
+1. in-process: DataPlane.receive() on a basic IPv4 program (hand-written BMv2 JSON), no I/O;
+2. over veths: `p4sim switch` as a process between two veth pairs in a fresh namespace, fed by
+   a paced AF_PACKET sender at rising offered rates, counting what arrives (kernel counters);
+3. ceiling: the same veth set-up with a plain Python AF_PACKET forwarder (netlab.forwarder)
+   in place of the switch.
+
+Prints the highest lossless rate (>= 99.5% delivered) and the peak delivered rate for each, and
+the ratios (switch / ceiling, veth / in-process). No assertions.
+Usage: python bench/switch_bench.py [--seconds 3] [--packets 50000] [--json PROG.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from netlab.hosts import NetLab, wait_until  # noqa: E402
+
+from p4sim.switch.api import ActionCall, Lpm, TableEntry  # noqa: E402
+from p4sim.switch.dataplane import DataPlane  # noqa: E402
+
+BASIC = ROOT / "tests" / "unit" / "bmv2json" / "basic_const.json"
+BMV2_REFERENCE_KPPS = 40  # DESIGN.md: real simple_switch_grpc, basic IPv4, without loss
+
+
+def frame() -> bytes:
+    # Built once with Scapy; the hot loops only resend these bytes.
+    return bytes(Ether(src="02:00:00:00:00:09", dst="02:00:00:00:00:01")
+                 / IP(src="10.9.0.1", dst="10.0.1.5", ttl=64) / UDP(sport=1000, dport=2000)
+                 / (b"b" * 64))
+
+
+def in_process(json_path: Path, packets: int, pkt: bytes | None = None) -> float:
+    dp = DataPlane()
+    dp.load_pipeline(json_path.read_bytes())
+    if dp.cp is not None and "MyIngress.ipv4_lpm" in dp.cp.tables and \
+            "const" not in json_path.name:
+        dp.table_insert("MyIngress.ipv4_lpm", TableEntry((Lpm(0x0A000100, 24),),
+                        ActionCall("MyIngress.ipv4_forward", (0x111, 1))))
+    sent = [0]
+    dp.tx = lambda port, f: sent.__setitem__(0, sent[0] + 1)
+    pkt = pkt or frame()
+    batch = [pkt] * 64  # as the port loop hands them over
+    for _ in range(20):  # warm-up
+        dp.receive_batch(0, batch)
+    rounds = max(1, packets // len(batch))
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        dp.receive_batch(0, batch)
+    dt = time.perf_counter() - t0
+    return rounds * len(batch) / dt
+
+
+def fabric_in_process(packets: int) -> float | None:
+    """p4src/fabric.p4 compiled with `p4sim compile`, a RoCEv2 cell through default actions."""
+    from netlab.targets import compile_p4
+
+    src = ROOT / "p4src" / "fabric.p4"
+    if not src.exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            json_path, _ = compile_p4(src, tmp, target="embedded", includes=[src.parent / "include"])
+        except Exception as e:
+            print(f"fabric.p4: compile failed ({str(e).splitlines()[0] if str(e) else e})")
+            return None
+        cell = bytes(Ether(src="02:00:00:00:00:09", dst="02:00:00:00:00:01")
+                     / IP(src="10.0.0.1", dst="10.0.1.5", tos=2) / UDP(sport=5000, dport=4791)
+                     / (b"\x00" * 12 + b"c" * 1024))
+        return in_process(json_path, packets, cell)
+
+
+def ns_socket(ns: str, ifname: str) -> socket.socket:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    box: dict[str, socket.socket] = {}
+
+    def work() -> None:
+        fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
+        libc.setns(fd, 0x40000000)
+        os.close(fd)
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+        s.bind((ifname, 3))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        box["s"] = s
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    return box["s"]
+
+
+def link_packets(ns: str, ifname: str, direction: str) -> int:
+    """The kernel's packet counter of an interface (no socket of ours needs to keep up)."""
+    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", ifname],
+                         capture_output=True, text=True, check=True).stdout
+    return int(json.loads(out)[0]["stats64"][direction]["packets"])
+
+
+def paced_send(tx: socket.socket, pkt: bytes, rate: int, seconds: float) -> int:
+    """Send at ``rate`` pps for ``seconds`` in 1 ms ticks; returns frames handed to the kernel."""
+    sent = 0
+    t0 = time.perf_counter()
+    tick = 0.001
+    per_tick = rate * tick
+    owed = 0.0
+    next_t = t0
+    while next_t - t0 < seconds:
+        owed += per_tick
+        while owed >= 1:
+            with contextlib.suppress(OSError):  # a full socket buffer: that frame is lost
+                tx.send(pkt)
+                sent += 1
+            owed -= 1
+        next_t += tick
+        delay = next_t - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+    return sent
+
+
+def over_veth(kind: str, json_path: Path, seconds: float, rates: list[int]
+              ) -> list[tuple[int, float, float]]:
+    """For each offered rate: (rate, delivered fraction, delivered pps) through ``kind``."""
+    with NetLab(prefix="sb") as lab:
+        ns = lab.netns("n")
+        (s0, h0), (s1, h1) = lab.veth("s0", "h0", ns, ns), lab.veth("s1", "h1", ns, ns)
+        log = Path(f"/tmp/switch_bench_{os.getpid()}_{kind}.log")
+        if kind == "switch":
+            argv = [sys.executable, "-m", "p4sim.cli", "switch", "-i", f"0@{s0}", "-i",
+                    f"1@{s1}", "--thrift-port", "9090", str(json_path)]
+        else:
+            argv = [sys.executable, "-m", "netlab.forwarder", "-i", f"0@{s0}", "-i", f"1@{s1}"]
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"))
+        lab.popen(ns, argv, log=log, env=env)
+        if kind == "switch":
+            wait_until(lambda: "p4sim switch:" in log.read_text(), 20)
+        else:
+            time.sleep(1.0)
+        tx = ns_socket(ns, h0)
+        pkt = frame()
+        results = []
+        for rate in rates:
+            before = link_packets(ns, h1, "rx")
+            sent = paced_send(tx, pkt, rate, seconds)
+            time.sleep(0.3)  # let queues drain
+            got = link_packets(ns, h1, "rx") - before
+            results.append((rate, got / sent if sent else 0.0, got / seconds))
+            if got < 0.5 * sent:
+                break  # saturated: higher rates only lose more
+        tx.close()
+        log.unlink(missing_ok=True)
+        return results
+
+
+def summarize(name: str, results: list[tuple[int, float, float]]) -> tuple[float, float]:
+    lossless = max((r for r, frac, _ in results if frac >= 0.995), default=0)
+    peak = max((pps for _, _, pps in results), default=0.0)
+    steps = "  ".join(f"{r // 1000}k:{frac * 100:.0f}%" for r, frac, _ in results)
+    print(f"{name:28s}: lossless {lossless / 1000:6.1f} kpps, peak {peak / 1000:6.1f} kpps"
+          f"   [{steps}]", flush=True)
+    return lossless, peak
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=1.0, help="per offered rate")
+    ap.add_argument("--packets", type=int, default=50000)
+    ap.add_argument("--json", type=Path, default=BASIC)
+    ns = ap.parse_args(argv)
+    inproc = in_process(ns.json, ns.packets)
+    print(f"in-process (no I/O)        : {inproc / 1000:8.1f} kpps", flush=True)
+    fabric = fabric_in_process(ns.packets // 5)
+    if fabric is not None:
+        print(f"fabric.p4 in-process       : {fabric / 1000:8.1f} kpps  (no entries: default "
+              "actions only)", flush=True)
+    if os.geteuid() != 0:
+        print("over veths: skipped (needs root for namespaces)")
+        return 0
+    rates = [5000, 10000, 20000, 30000, 40000, 50000, 60000, 80000, 100000, 150000]
+    sw_lossless, sw_peak = summarize("p4sim switch over veths",
+                                     over_veth("switch", ns.json, ns.seconds, rates))
+    fw_lossless, fw_peak = summarize("raw AF_PACKET forwarder",
+                                     over_veth("forwarder", ns.json, ns.seconds, rates))
+    print(f"ratio switch/forwarder (peak)    : {sw_peak / fw_peak if fw_peak else 0:6.2f}")
+    print(f"ratio switch/forwarder (lossless): "
+          f"{sw_lossless / fw_lossless if fw_lossless else 0:6.2f}")
+    print(f"ratio veth peak/in-process       : {sw_peak / inproc if inproc else 0:6.2f}")
+    print(f"ratio switch peak/BMv2 ~{BMV2_REFERENCE_KPPS} kpps  : "
+          f"{sw_peak / (BMV2_REFERENCE_KPPS * 1000):6.2f}  (reference figure from DESIGN.md)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

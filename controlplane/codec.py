@@ -1,0 +1,473 @@
+"""Conversion between the named dataclasses of :mod:`controlplane.entities` and P4Runtime
+protobuf messages, through a :class:`~controlplane.p4info.P4InfoIndex`.
+
+Every error names the entity, field and value (e.g. ``table MyIngress.ipv4_lpm: match field
+hdr.ipv4.dstAddr: value '300.0.0.1' ...``) so a CLI can print it as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from p4.v1 import p4data_pb2, p4runtime_pb2
+
+from controlplane import encoding
+from controlplane.entities import (
+    ActionProfileGroup,
+    ActionProfileMember,
+    CloneSession,
+    CounterEntry,
+    DigestConfig,
+    DigestList,
+    DirectCounterEntry,
+    DirectMeterEntry,
+    Entity,
+    GroupMember,
+    MeterConfig,
+    MeterEntry,
+    MulticastGroup,
+    PacketIn,
+    RegisterEntry,
+    Replica,
+    TableEntry,
+)
+from controlplane.errors import EncodeError
+from controlplane.p4info import P4InfoIndex
+
+_PORT_BITS = 32  # watch_port/replica port are opaque bytestrings; BMv2 ports are 9 bits
+
+
+class Codec:
+    def __init__(self, index: P4InfoIndex) -> None:
+        self.index = index
+
+    # ---- actions -----------------------------------------------------------------------------
+
+    def _action(self, out: p4runtime_pb2.Action, action: str, params: dict[str, Any],
+                where: str, table: str | None = None) -> None:
+        """Fill ``out`` in place (protobuf here is pure Python: copies are costly)."""
+        ix = self.index
+        act = ix.table_action(table, action) if table else ix.action(action)
+        aname = act.preamble.name
+        out.action_id = act.preamble.id
+        given = dict(params)
+        for p in ix.params(aname):
+            if p.name not in given:
+                raise EncodeError(f"{where}: action {aname}: missing param '{p.name}' "
+                                  f"(bit<{p.bitwidth}>)")
+            value = given.pop(p.name)
+            out.params.add(param_id=p.id, value=encoding.encode_value(
+                value, p.bitwidth, f"{where}: action {aname}: param {p.name}"))
+        for extra in given:
+            ix.param(aname, extra)  # raises the "unknown param" error with suggestions
+
+    def _action_from(self, msg: p4runtime_pb2.Action) -> tuple[str, dict[str, int]]:
+        name = self.index.name_of(msg.action_id)
+        by_id = {p.id: p.name for p in self.index.params(msg.action_id)}
+        return name, {by_id.get(p.param_id, str(p.param_id)): encoding.decode(p.value)
+                      for p in msg.params}
+
+    # ---- table entries ------------------------------------------------------------------------
+
+    def table_entry(self, e: TableEntry, for_read: bool = False,
+                    for_delete: bool = False) -> p4runtime_pb2.TableEntry:
+        msg = p4runtime_pb2.TableEntry()
+        self._fill_table_entry(msg, e, for_read, for_delete)
+        return msg
+
+    def _fill_table_entry(self, msg: p4runtime_pb2.TableEntry, e: TableEntry, for_read: bool,
+                          for_delete: bool) -> None:
+        ix = self.index
+        msg.SetInParent()  # an all-wildcard read is an empty but present table_entry
+        if e.table is None:
+            if not for_read:
+                raise EncodeError("table entry without a table name")
+            return
+        tbl = ix.table(e.table)
+        tname = tbl.preamble.name
+        where = f"table {tname}"
+        msg.table_id = tbl.preamble.id
+        if e.priority:
+            msg.priority = e.priority
+        if e.is_default:
+            msg.is_default_action = True
+        needs_priority = False
+        given = dict(e.match)
+        if e.is_default and given:
+            raise EncodeError(f"{where}: the default entry has no match key")
+        for f in ix.match_fields(tname):
+            if f.match_type in ("ternary", "range", "optional"):
+                needs_priority = True
+            key = self._pop_key(given, f.name)
+            if key is _MISSING:
+                if f.match_type == "exact" and not (for_read or e.is_default):
+                    raise EncodeError(f"{where}: missing match field '{f.name}' "
+                                      f"(exact, bit<{f.bitwidth}>)")
+                continue
+            m = encoding.parse_match(f.match_type, key, f.bitwidth,
+                                     f"{where}: match field {f.name}")
+            if m is not None:
+                self._field_match(msg.match.add(field_id=f.id), m, f.bitwidth)
+        for extra in given:
+            ix.match_field(tname, extra)  # raises "unknown match field" with suggestions
+        if not for_read and not e.is_default:
+            if needs_priority and e.priority <= 0:
+                raise EncodeError(f"{where}: needs priority > 0 (it has ternary/range/optional "
+                                  "keys); add priority=N")
+            if not needs_priority and e.priority != 0:
+                raise EncodeError(f"{where}: priority {e.priority} given but the table has only "
+                                  "exact/lpm keys (must be 0)")
+        chosen = sum(x is not None for x in (e.action, e.member, e.group))
+        if chosen > 1:
+            raise EncodeError(f"{where}: give only one of action, member or group")
+        if e.action is not None:
+            self._action(msg.action.action, e.action, e.params, where, tname)
+        elif e.member is not None:
+            msg.action.action_profile_member_id = e.member
+        elif e.group is not None:
+            msg.action.action_profile_group_id = e.group
+        elif not (for_read or for_delete or e.is_default):
+            raise EncodeError(f"{where}: missing action (give action=NAME, member= or group=)")
+        if e.params and e.action is None:
+            raise EncodeError(f"{where}: params given without an action")
+        if e.meter is not None:
+            msg.meter_config.CopyFrom(_meter_config(e.meter))
+        if e.counter is not None:
+            msg.counter_data.packet_count, msg.counter_data.byte_count = e.counter
+        if e.idle_timeout_ns:
+            msg.idle_timeout_ns = e.idle_timeout_ns
+        if e.metadata:
+            msg.metadata = e.metadata
+
+    @staticmethod
+    def _pop_key(given: dict[str, Any], full: str) -> Any:
+        if full in given:
+            return given.pop(full)
+        short = full.split(".")[-1]
+        if short in given:
+            return given.pop(short)
+        return _MISSING
+
+    @staticmethod
+    def _field_match(fm: p4runtime_pb2.FieldMatch, m: encoding.Match, bitwidth: int) -> None:
+        enc = encoding.encode
+        if m.kind == "exact":
+            fm.exact.value = enc(m.value, bitwidth)
+        elif m.kind == "lpm":
+            fm.lpm.value = enc(m.value, bitwidth)
+            fm.lpm.prefix_len = m.prefix_len
+        elif m.kind == "ternary":
+            fm.ternary.value = enc(m.value, bitwidth)
+            fm.ternary.mask = enc(m.mask, bitwidth)
+        elif m.kind == "range":
+            fm.range.low = enc(m.value, bitwidth)
+            fm.range.high = enc(m.high, bitwidth)
+        elif m.kind == "optional":
+            fm.optional.value = enc(m.value, bitwidth)
+
+    def table_entry_from(self, msg: p4runtime_pb2.TableEntry) -> TableEntry:
+        ix = self.index
+        tname = ix.name_of(msg.table_id)
+        fields = {f.id: f for f in ix.match_fields(msg.table_id)}
+        match: dict[str, Any] = {}
+        for fm in msg.match:
+            f = fields.get(fm.field_id)
+            name = f.name if f else str(fm.field_id)
+            which = fm.WhichOneof("field_match_type")
+            dec = encoding.decode
+            if which == "exact":
+                match[name] = dec(fm.exact.value)
+            elif which == "optional":
+                match[name] = dec(fm.optional.value)
+            elif which == "lpm":
+                match[name] = encoding.Match("lpm", dec(fm.lpm.value),
+                                             prefix_len=fm.lpm.prefix_len)
+            elif which == "ternary":
+                match[name] = encoding.Match("ternary", dec(fm.ternary.value),
+                                             mask=dec(fm.ternary.mask))
+            elif which == "range":
+                match[name] = encoding.Match("range", dec(fm.range.low), high=dec(fm.range.high))
+        e = TableEntry(table=tname, match=match, priority=msg.priority,
+                       is_default=msg.is_default_action, idle_timeout_ns=msg.idle_timeout_ns,
+                       metadata=msg.metadata)
+        which = msg.action.WhichOneof("type")
+        if which == "action":
+            e.action, e.params = self._action_from(msg.action.action)
+        elif which == "action_profile_member_id":
+            e.member = msg.action.action_profile_member_id
+        elif which == "action_profile_group_id":
+            e.group = msg.action.action_profile_group_id
+        if msg.HasField("counter_data"):
+            e.counter = (msg.counter_data.packet_count, msg.counter_data.byte_count)
+        if msg.HasField("meter_config"):
+            e.meter = _meter_from(msg.meter_config)
+        return e
+
+    # ---- generic entity conversion -------------------------------------------------------------
+
+    def to_proto(self, e: Entity, for_read: bool = False, for_delete: bool = False,
+                 out: p4runtime_pb2.Entity | None = None) -> p4runtime_pb2.Entity:
+        """``for_read``: unset names/keys are wildcards; ``for_delete``: no action needed.
+        Fills ``out`` in place when given (e.g. ``request.updates.add().entity``)."""
+        ix = self.index
+        if out is None:
+            out = p4runtime_pb2.Entity()
+        if isinstance(e, TableEntry):
+            self._fill_table_entry(out.table_entry, e, for_read, for_delete)
+        elif isinstance(e, ActionProfileMember):
+            m = out.action_profile_member
+            m.SetInParent()
+            if e.profile is not None:
+                m.action_profile_id = ix.id("action_profile", e.profile)
+            m.member_id = e.member_id or 0
+            if e.action is not None:
+                self._action(m.action, e.action, e.params,
+                             f"action profile {e.profile} member {e.member_id}")
+            elif not (for_read or for_delete):
+                raise EncodeError(f"action profile {e.profile} member {e.member_id}: "
+                                  "missing action")
+        elif isinstance(e, ActionProfileGroup):
+            g = out.action_profile_group
+            g.SetInParent()
+            if e.profile is not None:
+                g.action_profile_id = ix.id("action_profile", e.profile)
+            g.group_id = e.group_id or 0
+            g.max_size = e.max_size
+            for gm in e.members:
+                pm = g.members.add(member_id=gm.member_id, weight=gm.weight)
+                if gm.watch_port is not None:
+                    pm.watch_port = encoding.encode_value(
+                        gm.watch_port, _PORT_BITS, f"group {e.group_id}: watch_port")
+        elif isinstance(e, MulticastGroup):
+            mg = out.packet_replication_engine_entry.multicast_group_entry
+            mg.SetInParent()
+            mg.multicast_group_id = e.group_id or 0
+            for r in e.replicas:
+                mg.replicas.add(egress_port=r.port, instance=r.instance)
+        elif isinstance(e, CloneSession):
+            cs = out.packet_replication_engine_entry.clone_session_entry
+            cs.SetInParent()
+            cs.session_id = e.session_id or 0
+            cs.class_of_service = e.class_of_service
+            cs.packet_length_bytes = e.packet_length_bytes
+            for r in e.replicas:
+                cs.replicas.add(egress_port=r.port, instance=r.instance)
+        elif isinstance(e, CounterEntry):
+            c = out.counter_entry
+            c.SetInParent()
+            if e.counter is not None:
+                c.counter_id = ix.id("counter", e.counter)
+            if e.index is not None:
+                c.index.index = e.index
+            if not for_read:
+                c.data.packet_count, c.data.byte_count = e.packets, e.bytes
+        elif isinstance(e, DirectCounterEntry):
+            d = out.direct_counter_entry
+            d.SetInParent()
+            self._fill_table_entry(d.table_entry, e.table_entry, True, False)
+            if not for_read:
+                d.data.packet_count, d.data.byte_count = e.packets, e.bytes
+        elif isinstance(e, MeterEntry):
+            me = out.meter_entry
+            me.SetInParent()
+            if e.meter is not None:
+                me.meter_id = ix.id("meter", e.meter)
+            if e.index is not None:
+                me.index.index = e.index
+            if e.config is not None:
+                me.config.CopyFrom(_meter_config(e.config))
+        elif isinstance(e, DirectMeterEntry):
+            dm = out.direct_meter_entry
+            dm.SetInParent()
+            self._fill_table_entry(dm.table_entry, e.table_entry, True, False)
+            if e.config is not None:
+                dm.config.CopyFrom(_meter_config(e.config))
+        elif isinstance(e, RegisterEntry):
+            r = out.register_entry
+            r.SetInParent()
+            if e.register is not None:
+                r.register_id = ix.id("register", e.register)
+            if e.index is not None:
+                r.index.index = e.index
+            if not for_read:
+                width = ix.register_bitwidth(e.register) if e.register is not None else 0
+                r.data.bitstring = encoding.encode_value(
+                    e.value, width, f"register {e.register}[{e.index}]")
+        elif isinstance(e, DigestConfig):
+            d = out.digest_entry
+            d.SetInParent()
+            d.digest_id = ix.id("digest", e.digest)
+            d.config.max_timeout_ns = e.max_timeout_ns
+            d.config.max_list_size = e.max_list_size
+            d.config.ack_timeout_ns = e.ack_timeout_ns
+        else:
+            raise EncodeError(f"not a P4Runtime entity: {e!r}")
+        return out
+
+    def from_proto(self, msg: p4runtime_pb2.Entity) -> Entity:
+        ix = self.index
+        which = msg.WhichOneof("entity")
+        if which == "table_entry":
+            return self.table_entry_from(msg.table_entry)
+        if which == "action_profile_member":
+            m = msg.action_profile_member
+            action, params = self._action_from(m.action)
+            return ActionProfileMember(ix.name_of(m.action_profile_id), m.member_id, action,
+                                       params)
+        if which == "action_profile_group":
+            g = msg.action_profile_group
+            members = [GroupMember(pm.member_id, pm.weight, _watch_port(pm)) for pm in g.members]
+            return ActionProfileGroup(ix.name_of(g.action_profile_id), g.group_id, members,
+                                      g.max_size)
+        if which == "packet_replication_engine_entry":
+            pre = msg.packet_replication_engine_entry
+            if pre.WhichOneof("type") == "multicast_group_entry":
+                mg = pre.multicast_group_entry
+                return MulticastGroup(mg.multicast_group_id, [_replica(r) for r in mg.replicas])
+            cs = pre.clone_session_entry
+            return CloneSession(cs.session_id, [_replica(r) for r in cs.replicas],
+                                cs.class_of_service, cs.packet_length_bytes)
+        if which == "counter_entry":
+            c = msg.counter_entry
+            return CounterEntry(ix.name_of(c.counter_id), c.index.index, c.data.packet_count,
+                                c.data.byte_count)
+        if which == "direct_counter_entry":
+            d = msg.direct_counter_entry
+            return DirectCounterEntry(self.table_entry_from(d.table_entry), d.data.packet_count,
+                                      d.data.byte_count)
+        if which == "meter_entry":
+            me = msg.meter_entry
+            cfg = _meter_from(me.config) if me.HasField("config") else None
+            return MeterEntry(ix.name_of(me.meter_id), me.index.index, cfg)
+        if which == "direct_meter_entry":
+            dm = msg.direct_meter_entry
+            cfg = _meter_from(dm.config) if dm.HasField("config") else None
+            return DirectMeterEntry(self.table_entry_from(dm.table_entry), cfg)
+        if which == "register_entry":
+            r = msg.register_entry
+            return RegisterEntry(ix.name_of(r.register_id), r.index.index, _p4data_int(r.data))
+        if which == "digest_entry":
+            d = msg.digest_entry
+            return DigestConfig(ix.name_of(d.digest_id), d.config.max_timeout_ns,
+                                d.config.max_list_size, d.config.ack_timeout_ns)
+        raise EncodeError(f"unsupported entity in response: {which}")
+
+    # ---- stream messages --------------------------------------------------------------------
+
+    def packet_out(self, payload: bytes, metadata: dict[str, Any]) -> p4runtime_pb2.PacketOut:
+        msg = p4runtime_pb2.PacketOut(payload=payload)
+        given = dict(metadata)
+        for f in self.index.packet_metadata("packet_out"):
+            if f.name in given:
+                msg.metadata.add(metadata_id=f.id, value=encoding.encode_value(
+                    given.pop(f.name), f.bitwidth, f"packet_out metadata {f.name}"))
+        if given:
+            known = [f.name for f in self.index.packet_metadata("packet_out")]
+            raise EncodeError(f"packet_out: unknown metadata {', '.join(given)} "
+                              f"(known: {', '.join(known) or 'none'})")
+        return msg
+
+    def packet_in(self, msg: p4runtime_pb2.PacketIn) -> PacketIn:
+        names = {f.id: f.name for f in self.index.packet_metadata("packet_in")}
+        meta = {names.get(m.metadata_id, str(m.metadata_id)): encoding.decode(m.value)
+                for m in msg.metadata}
+        return PacketIn(msg.payload, meta)
+
+    def digest_list(self, msg: p4runtime_pb2.DigestList) -> DigestList:
+        name = self.index.name_of(msg.digest_id)
+        fields = self.index.digest_fields(msg.digest_id)
+        rows = []
+        for data in msg.data:
+            if data.WhichOneof("data") == "struct":
+                values = [_p4data_int(m) for m in data.struct.members]
+            else:
+                values = [_p4data_int(data)]
+            rows.append({(fields[i].name if i < len(fields) else str(i)): v
+                         for i, v in enumerate(values)})
+        return DigestList(name, msg.list_id, rows, msg.timestamp)
+
+    # ---- descriptions for error messages -------------------------------------------------------
+
+    def _name(self, kind: str, name: str | None) -> str:
+        try:
+            return self.index.get(kind, name).preamble.name if name is not None else "*"
+        except LookupError:
+            return str(name)
+
+    def _fmt_key(self, table: str, field: str, value: Any) -> str:
+        if not isinstance(value, encoding.Match | int):
+            return str(value)  # as the user wrote it
+        try:
+            f = self.index.match_field(table, field)
+            width, name = f.bitwidth, f.name
+        except LookupError:
+            width, name = 0, field
+        if isinstance(value, encoding.Match):
+            return encoding.format_match(value, width, name)
+        return encoding.format_value(value, width, name)
+
+    def describe(self, e: Entity) -> str:
+        """Short human description for error messages, with fully-qualified names."""
+        if isinstance(e, TableEntry):
+            table = self._name("table", e.table)
+            if e.is_default:
+                return f"default entry of table {table}"
+            keys = " ".join(f"{k}={self._fmt_key(table, k, v)}"
+                            for k, v in e.match.items()) or "(no key)"
+            prio = f" priority={e.priority}" if e.priority else ""
+            return f"table {table} entry {keys}{prio}"
+        if isinstance(e, ActionProfileMember):
+            return f"action profile {self._name('action_profile', e.profile)} member {e.member_id}"
+        if isinstance(e, ActionProfileGroup):
+            return f"action profile {self._name('action_profile', e.profile)} group {e.group_id}"
+        if isinstance(e, MulticastGroup):
+            return f"multicast group {e.group_id}"
+        if isinstance(e, CloneSession):
+            return f"clone session {e.session_id}"
+        if isinstance(e, CounterEntry | MeterEntry | RegisterEntry):
+            kind = type(e).__name__.removesuffix("Entry").lower()
+            index = "*" if e.index is None else e.index
+            return f"{kind} {self._name(kind, getattr(e, kind))}[{index}]"
+        if isinstance(e, DirectCounterEntry | DirectMeterEntry):
+            return f"direct resource of {self.describe(e.table_entry)}"
+        if isinstance(e, DigestConfig):
+            return f"digest {e.digest} config"
+        return repr(e)
+
+
+class _Missing:
+    pass
+
+
+_MISSING = _Missing()
+
+
+def _meter_config(m: MeterConfig) -> p4runtime_pb2.MeterConfig:
+    return p4runtime_pb2.MeterConfig(cir=m.cir, cburst=m.cburst, pir=m.pir, pburst=m.pburst)
+
+
+def _meter_from(m: p4runtime_pb2.MeterConfig) -> MeterConfig:
+    return MeterConfig(m.cir, m.cburst, m.pir, m.pburst)
+
+
+def _replica(r: p4runtime_pb2.Replica) -> Replica:
+    port = encoding.decode(r.port) if r.WhichOneof("port_kind") == "port" else r.egress_port
+    return Replica(port, r.instance)
+
+
+def _watch_port(pm: p4runtime_pb2.ActionProfileGroup.Member) -> int | None:
+    which = pm.WhichOneof("watch_kind")
+    if which == "watch_port":
+        return encoding.decode(pm.watch_port)
+    if which == "watch":
+        return pm.watch
+    return None
+
+
+def _p4data_int(d: p4data_pb2.P4Data) -> int:
+    which = d.WhichOneof("data")
+    if which == "bitstring":
+        return encoding.decode(d.bitstring)
+    if which == "bool":
+        return int(d.bool)
+    return 0

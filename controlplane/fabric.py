@@ -1,0 +1,81 @@
+"""Many switch connections at once: connect, run and close them concurrently."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from controlplane.connection import ResyncCallback, SwitchConnection
+from controlplane.errors import ControlPlaneError
+
+T = TypeVar("T")
+
+
+class FabricError(ControlPlaneError):
+    """Some switches failed; ``errors`` maps switch name to its exception."""
+
+    def __init__(self, what: str, errors: dict[str, Exception]) -> None:
+        self.errors = errors
+        first = next(iter(errors.items()))
+        more = f" (and {len(errors) - 1} more switches)" if len(errors) > 1 else ""
+        super().__init__(f"{what} failed on switch {first[0]}: {first[1]}{more}")
+
+
+class Fabric:
+    """A pool of :class:`SwitchConnection`, one per switch, keyed by name.
+
+    ``switches`` maps a name to ``"addr"`` or ``(addr, device_id)``."""
+
+    def __init__(self, switches: Mapping[str, str | tuple[str, int]],
+                 election_id: tuple[int, int] = (0, 1), *, reconnect: bool = True,
+                 on_resync: ResyncCallback | None = None, timeout: float = 5.0) -> None:
+        self.connections: dict[str, SwitchConnection] = {}
+        for name, spec in switches.items():
+            addr, device_id = (spec, 0) if isinstance(spec, str) else spec
+            self.connections[name] = SwitchConnection(
+                addr, device_id, election_id, name, reconnect=reconnect, on_resync=on_resync,
+                timeout=timeout)
+
+    def __getitem__(self, name: str) -> SwitchConnection:
+        return self.connections[name]
+
+    def __iter__(self) -> Iterator[SwitchConnection]:
+        return iter(self.connections.values())
+
+    def __len__(self) -> int:
+        return len(self.connections)
+
+    def run(self, fn: Callable[[SwitchConnection], T], what: str = "operation") -> dict[str, T]:
+        """``fn(conn)`` on every switch concurrently; raises FabricError if any failed (after
+        all have finished)."""
+        results: dict[str, T] = {}
+        errors: dict[str, Exception] = {}
+        with ThreadPoolExecutor(max_workers=min(32, max(1, len(self.connections)))) as pool:
+            futures = {name: pool.submit(fn, conn) for name, conn in self.connections.items()}
+            for name, fut in futures.items():
+                try:
+                    results[name] = fut.result()
+                except Exception as err:
+                    errors[name] = err
+        if errors:
+            raise FabricError(what, errors)
+        return results
+
+    def connect(self) -> Fabric:
+        try:
+            self.run(lambda c: c.connect(), "connect")
+        except FabricError:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        for conn in self.connections.values():
+            conn.close()
+
+    def __enter__(self) -> Fabric:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

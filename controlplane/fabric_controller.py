@@ -1,0 +1,182 @@
+"""FabricController: makes every switch hold exactly what the topology's plan says.
+
+It compares each switch's actual state (read over P4Runtime) with the plan and writes only the
+difference: a second run writes nothing, a changed topology or policy the minimal set of
+inserts, modifies and deletes, in an order the switch accepts (members before the groups that
+use them, groups before the entries that point at them; deletes the other way round). A link
+going down or up re-plans the paths without it and writes what changed. Queue settings are not
+P4Runtime: they go through a ``QueueSetter`` the runner provides for the target.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from p4.v1 import p4runtime_pb2
+from p4.v1.p4runtime_pb2 import Update
+
+from controlplane.entities import (
+    ActionProfileGroup,
+    ActionProfileMember,
+    CloneSession,
+    TableEntry,
+)
+from controlplane.fabric import Fabric
+from controlplane.fabric_plan import P_SELECTOR, SwitchPlan, plan_fabric
+from controlplane.state import identity
+from topologies.model import Topology
+
+QueueSetter = Callable[[str, int, int, int], None]  # (switch, port, rate_pps, depth)
+
+# Insert order; deletes run in reverse.
+_KIND_ORDER = ["action_profile_member", "action_profile_group", "table_entry",
+               "packet_replication_engine_entry"]
+
+
+@dataclass
+class SwitchDiff:
+    switch: str
+    inserts: list[p4runtime_pb2.Entity] = field(default_factory=list)
+    modifies: list[p4runtime_pb2.Entity] = field(default_factory=list)
+    deletes: list[p4runtime_pb2.Entity] = field(default_factory=list)
+
+    @property
+    def writes(self) -> int:
+        return len(self.inserts) + len(self.modifies) + len(self.deletes)
+
+    def describe(self) -> str:
+        return (f"{self.switch}: {len(self.inserts)} insert, {len(self.modifies)} modify, "
+                f"{len(self.deletes)} delete")
+
+
+def _normalize(entity: p4runtime_pb2.Entity) -> bytes:
+    """The part of an entity that is intent (no counter data, no read-only fields)."""
+    e = p4runtime_pb2.Entity()
+    e.CopyFrom(entity)
+    if e.WhichOneof("entity") == "table_entry":
+        e.table_entry.ClearField("counter_data")
+        e.table_entry.ClearField("meter_config")
+        e.table_entry.ClearField("time_since_last_hit")
+        e.table_entry.match.sort(key=lambda fm: fm.field_id)
+    elif e.WhichOneof("entity") == "action_profile_group":
+        e.action_profile_group.members.sort(key=lambda m: m.member_id)
+        e.action_profile_group.max_size = 0
+    return e.SerializeToString(deterministic=True)
+
+
+def _kind(entity: p4runtime_pb2.Entity) -> str:
+    return entity.WhichOneof("entity")
+
+
+class FabricController:
+    def __init__(self, topo: Topology, fabric: Fabric, p4info: str | Path, bmv2_json: str | Path,
+                 queue_setter: QueueSetter | None = None, priority_queues: bool = True,
+                 log: Callable[[str], None] = print) -> None:
+        self.topo = topo
+        self.fabric = fabric
+        self.p4info = Path(p4info)
+        self.bmv2_json = Path(bmv2_json)
+        self.queue_setter = queue_setter
+        self.priority_queues = priority_queues
+        self.log = log
+        self.down: set[frozenset[str]] = set()
+        self._lock = threading.Lock()
+        self.plans: dict[str, SwitchPlan] = {}
+
+    # -- whole fabric --------------------------------------------------------------------------
+    def up(self, push_pipeline: bool = True) -> dict[str, SwitchDiff]:
+        """Bring every switch to the plan; returns what was written per switch."""
+        if push_pipeline:
+            self.fabric.run(lambda c: self._ensure_pipeline(c), "pipeline push")
+        diffs = self.sync()
+        if self.queue_setter:
+            for name, plan in self.plans.items():
+                for port, (pps, depth) in sorted(plan.queues.items()):
+                    self.queue_setter(name, port, pps, depth)
+        return diffs
+
+    def diff(self) -> dict[str, SwitchDiff]:
+        """What ``sync`` would write, without writing it."""
+        with self._lock:
+            self.plans = plan_fabric(self.topo, self.down, self.priority_queues)
+            return self.fabric.run(lambda c: self._diff_switch(c.name, c), "read")
+
+    def sync(self) -> dict[str, SwitchDiff]:
+        diffs = self.diff()
+        self.fabric.run(lambda c: self._apply(c, diffs[c.name]), "write")
+        return diffs
+
+    def set_link(self, link: str, up: bool) -> dict[str, SwitchDiff]:
+        """A link (``a-b``) went down or came back: re-plan paths and write the changes."""
+        lk = self.topo.link(link)
+        key = frozenset((lk.a, lk.b))
+        if up:
+            self.down.discard(key)
+        else:
+            self.down.add(key)
+        diffs = self.sync()
+        changed = [d.describe() for d in diffs.values() if d.writes]
+        self.log(f"link {link} {'up' if up else 'down'}: " + ("; ".join(changed) or "no change"))
+        return diffs
+
+    # -- one switch ---------------------------------------------------------------------------
+    def _ensure_pipeline(self, conn) -> None:
+        current = None
+        try:
+            current = conn.get_pipeline()
+        except Exception:
+            current = None
+        wanted = self.bmv2_json.read_bytes()
+        if current is None or current.device_config != wanted:
+            conn.set_pipeline(self.p4info, self.bmv2_json)
+
+    def _desired(self, conn, plan: SwitchPlan) -> dict[tuple[str, object], p4runtime_pb2.Entity]:
+        out: dict[tuple[str, object], p4runtime_pb2.Entity] = {}
+        for ent in plan.entities:
+            proto = conn.codec.to_proto(ent)
+            ident = identity(proto)
+            assert ident is not None
+            out[ident] = proto
+        return out
+
+    def _actual(self, conn) -> dict[tuple[str, object], p4runtime_pb2.Entity]:
+        reads = [TableEntry(table=None), ActionProfileMember(profile=P_SELECTOR),
+                 ActionProfileGroup(profile=P_SELECTOR), CloneSession(session_id=None)]
+        out: dict[tuple[str, object], p4runtime_pb2.Entity] = {}
+        codec = conn.codec
+        protos = conn.read_protos(*(codec.to_proto(r, for_read=True) for r in reads))
+        for proto in protos:
+            ident = identity(proto)
+            if ident is not None and ident[0] != "default_entry":
+                out[ident] = proto
+        return out
+
+    def _diff_switch(self, name: str, conn) -> SwitchDiff:
+        desired = self._desired(conn, self.plans[name])
+        actual = self._actual(conn)
+        diff = SwitchDiff(name)
+        for ident, proto in desired.items():
+            have = actual.get(ident)
+            if have is None:
+                diff.inserts.append(proto)
+            elif _normalize(have) != _normalize(proto):
+                diff.modifies.append(proto)
+        diff.deletes = [proto for ident, proto in actual.items() if ident not in desired]
+        order = {k: i for i, k in enumerate(_KIND_ORDER)}
+        diff.inserts.sort(key=lambda e: order.get(_kind(e), 9))
+        diff.modifies.sort(key=lambda e: order.get(_kind(e), 9))
+        diff.deletes.sort(key=lambda e: -order.get(_kind(e), 9))
+        return diff
+
+    @staticmethod
+    def _apply(conn, diff: SwitchDiff) -> None:
+        # Three requests so that dependencies hold: a group's new members exist before it is
+        # modified, and stale members are deleted only after the groups stop using them.
+        groups = [(Update.INSERT, diff.inserts), (Update.MODIFY, diff.modifies),
+                  (Update.DELETE, diff.deletes)]
+        for kind, entities in groups:
+            if entities:
+                conn.write_protos([Update(type=kind, entity=e) for e in entities])

@@ -1,0 +1,262 @@
+"""What every switch of a fabric should hold, computed from a topology: pure, no I/O.
+
+The plan is a list of name-addressed entities per switch (see p4src/README.md for the tables):
+routes to every host over all shortest paths, one next-hop group per distinct set of egress
+ports (an action-selector group whose members watch their port), the group's spray mode, MAC
+rewrites, ECN profiles, INT roles, tenant membership and feedback priority. A link that is
+down is left out of the path computation, so re-planning after a failure yields exactly the
+routes and groups that avoid it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+from controlplane.entities import (
+    ActionProfileGroup,
+    ActionProfileMember,
+    CloneSession,
+    Entity,
+    GroupMember,
+    Replica,
+    TableEntry,
+)
+from topologies.model import Topology, router_mac
+
+SPRAY_MODE_VALUE = {"ecmp": 0, "spray": 1, "round-robin": 2, "adaptive": 3}
+ADAPTIVE_BUCKETS = 16
+INT_INSTRUCTIONS = 0xFD00  # node id, L1 ports, hop latency, queue, ingress/egress ts, tx util
+INT_MAX_HOPS = 8
+REPORT_SESSION = 100
+TELEMETRY_REPORT_PORT = 32766
+FEEDBACK_OPCODES = (0x11, 0x81)  # ACK, CNP
+FEEDBACK_PRIORITY = 1
+CELL_LENGTH_OVERHEAD = 0  # the cell_length key is the BTH payload length itself
+
+# Fully-qualified names in fabric.p4 (p4c's naming: control-local instances under their
+# control's instance name).
+T_MY_STATION = "MyIngress.forwarding.my_station"
+T_ARP = "MyIngress.forwarding.arp_responder"
+T_LPM = "MyIngress.forwarding.ipv4_lpm"
+T_GROUP_MODE = "MyIngress.spray.group_mode"
+T_CELL_LENGTH = "MyIngress.spray.cell_length"
+T_ADAPTIVE = "MyIngress.spray.adaptive_candidates"
+T_GROUP_SELECT = "MyIngress.spray.group_select"
+P_SELECTOR = "MyIngress.spray.group_selector"
+T_TENANT_SRC = "MyIngress.isolation.host_tenant_src"
+T_TENANT_DST = "MyIngress.isolation.host_tenant_dst"
+T_INT_WATCH = "MyIngress.int_ingress.int_watchlist"
+T_INT_SINK = "MyIngress.int_ingress.int_sink"
+T_FEEDBACK = "MyIngress.feedback.feedback_priority"
+T_REWRITE = "MyEgress.rewrite.egress_rewrite"
+T_ECN = "MyEgress.ecn.ecn_profile"
+T_INT_TRANSIT = "MyEgress.int_egress.int_transit_config"
+T_REPORT = "MyEgress.report.report_encap"
+
+
+@dataclass
+class SwitchPlan:
+    switch: str
+    entities: list[Entity] = field(default_factory=list)
+    groups: dict[tuple[int, ...], int] = field(default_factory=dict)  # ports -> group id
+    routes: dict[str, int] = field(default_factory=dict)  # prefix -> group id
+    queues: dict[int, tuple[int, int]] = field(default_factory=dict)  # port -> (pps, depth)
+
+
+def _link_key(a: str, b: str) -> frozenset[str]:
+    return frozenset((a, b))
+
+
+def next_hops(topo: Topology, down: set[frozenset[str]]) -> dict[str, dict[str, list[int]]]:
+    """switch -> host -> ports of that switch on a shortest path to the host (over up links;
+    hosts are never transit nodes)."""
+    adj: dict[str, list[tuple[str, int]]] = defaultdict(list)  # node -> (peer, own port)
+    for lk in topo.links:
+        if _link_key(lk.a, lk.b) in down:
+            continue
+        adj[lk.a].append((lk.b, lk.a_port))
+        adj[lk.b].append((lk.a, lk.b_port))
+    result: dict[str, dict[str, list[int]]] = {s: {} for s in topo.switches}
+    for host in topo.hosts:
+        dist = {host: 0}
+        queue = deque([host])
+        while queue:
+            node = queue.popleft()
+            if node != host and node in topo.hosts:
+                continue
+            for peer, _ in adj[node]:
+                if peer not in dist:
+                    dist[peer] = dist[node] + 1
+                    queue.append(peer)
+        for sw in topo.switches:
+            if sw not in dist:
+                continue  # unreachable: no route, packets to it are dropped as no_route
+            ports = sorted({port for peer, port in adj[sw]
+                            if dist.get(peer) == dist[sw] - 1
+                            and (peer == host or peer in topo.switches)})
+            if ports:
+                result[sw][host] = ports
+    return result
+
+
+def _neighbor_mac(topo: Topology, node: str, port: int) -> str:
+    peer, peer_port = topo.peer(node, port)
+    if peer in topo.switches:
+        return router_mac(topo.switches[peer].device_id)
+    host = topo.hosts[peer]
+    index = [lk.b_port for lk in topo.links if lk.b == peer].index(peer_port)
+    return host.nic_mac(index)
+
+
+def _aggregate(routes: dict[str, int], topo: Topology) -> dict[str, int]:
+    """Replace a /24's host routes by one prefix route when every host of that /24 in the
+    topology leaves by the same group (fewer entries, same forwarding)."""
+    by_net: dict[str, list[str]] = defaultdict(list)
+    for host in topo.hosts.values():
+        by_net[str(ipaddress.ip_network(f"{host.ip}/24", strict=False))].append(host.ip)
+    out: dict[str, int] = {}
+    for net, ips in by_net.items():
+        groups = {routes.get(ip) for ip in ips}
+        if len(groups) == 1 and None not in groups and len(ips) > 1:
+            out[net] = groups.pop()  # type: ignore[assignment]
+        else:
+            out.update({f"{ip}/32": routes[ip] for ip in ips if ip in routes})
+    return out
+
+
+def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]],
+                priority_queues: bool = True) -> SwitchPlan:
+    sw = topo.switches[name]
+    fab = topo.fabric
+    plan = SwitchPlan(name)
+    ents = plan.entities
+    my_mac = router_mac(sw.device_id)
+    own_links = topo.links_of(name)
+    own_ports = sorted(lk.a_port if lk.a == name else lk.b_port for lk in own_links)
+
+    ents.append(TableEntry(table=T_MY_STATION, match={"hdr.ethernet.dst_addr": my_mac},
+                           action="NoAction"))
+    host_ports = [p for p in own_ports if topo.peer(name, p)[0] in topo.hosts]
+    if host_ports:
+        for host in topo.hosts.values():
+            ents.append(TableEntry(table=T_ARP, match={"hdr.arp.tpa": host.ip},
+                                   action="MyIngress.forwarding.arp_reply",
+                                   params={"gateway_mac": my_mac}))
+
+    # Next-hop groups: one per distinct port set, members are ports (member id = port).
+    host_routes: dict[str, int] = {}
+    for host, ports in sorted(hops[name].items()):
+        key = tuple(ports)
+        if key not in plan.groups:
+            plan.groups[key] = len(plan.groups) + 1
+        host_routes[topo.hosts[host].ip] = plan.groups[key]
+    used_ports = sorted({p for ports in plan.groups for p in ports})
+    for port in used_ports:
+        ents.append(ActionProfileMember(profile=P_SELECTOR, member_id=port,
+                                        action="MyIngress.spray.set_egress_port",
+                                        params={"port": port}))
+    mode = SPRAY_MODE_VALUE[fab.spray]
+    for ports, gid in sorted(plan.groups.items(), key=lambda kv: kv[1]):
+        ents.append(ActionProfileGroup(
+            profile=P_SELECTOR, group_id=gid,
+            members=[GroupMember(member_id=p, weight=1, watch_port=p) for p in ports]))
+        ents.append(TableEntry(table=T_GROUP_SELECT, match={"meta.group_id": gid}, group=gid))
+        ents.append(TableEntry(table=T_GROUP_MODE, match={"meta.group_id": gid},
+                               action="MyIngress.spray.set_group_mode", params={"mode": mode}))
+        if fab.spray == "adaptive" and len(ports) >= 2:
+            for bucket in range(ADAPTIVE_BUCKETS):
+                a = ports[bucket % len(ports)]
+                b = ports[(bucket + 1) % len(ports)]
+                ents.append(TableEntry(
+                    table=T_ADAPTIVE,
+                    match={"meta.group_id": gid, "meta.adaptive_bucket": bucket},
+                    action="MyIngress.spray.set_candidates",
+                    params={"port_a": a, "port_b": b}))
+    plan.routes = _aggregate(host_routes, topo)
+    for prefix, gid in sorted(plan.routes.items()):
+        ents.append(TableEntry(table=T_LPM, match={"hdr.ipv4.dst_addr": prefix},
+                               action="MyIngress.forwarding.set_next_group",
+                               params={"group_id": gid}))
+    ents.append(TableEntry(table=T_CELL_LENGTH,
+                           match={"meta.cell_payload_len": fab.cell_size + CELL_LENGTH_OVERHEAD},
+                           action="MyIngress.spray.cell_length_ok"))
+
+    # Per port: MAC rewrite, ECN profile, queue settings.
+    ecn = fab.ecn
+    step = 0 if ecn.kmax == ecn.kmin else int(ecn.pmax * 65536 / (ecn.kmax - ecn.kmin))
+    for lk in own_links:
+        port = lk.a_port if lk.a == name else lk.b_port
+        ents.append(TableEntry(table=T_REWRITE, match={"standard_metadata.egress_port": port},
+                               action="MyEgress.rewrite.set_port_macs",
+                               params={"src_mac": my_mac,
+                                       "dst_mac": _neighbor_mac(topo, name, port)}))
+        ents.append(TableEntry(table=T_ECN, match={"standard_metadata.egress_port": port},
+                               action="MyEgress.ecn.set_ecn_profile",
+                               params={"kmin": ecn.kmin, "kmax": ecn.kmax, "step": step}))
+        plan.queues[port] = (lk.queue.rate_pps, lk.queue.depth)
+
+    if priority_queues:
+        for opcode in FEEDBACK_OPCODES:
+            ents.append(TableEntry(table=T_FEEDBACK, match={"hdr.bth.opcode": opcode},
+                                   action="MyIngress.feedback.set_priority",
+                                   params={"prio": FEEDBACK_PRIORITY}))
+
+    if fab.int.mode != "off":
+        ents.append(TableEntry(table=T_INT_TRANSIT, match={"hdr.int_shim.int_type": 1},
+                               action="MyEgress.int_egress.int_transit",
+                               params={"node_id": sw.node_id}))
+    if fab.int.mode == "switch-sink" and host_ports:
+        _plan_switch_sink(topo, name, host_ports, hops, ents)
+
+    for host in topo.hosts.values():
+        tenant = topo.tenant_of(host.name)
+        if tenant and host_ports:
+            for table, action in ((T_TENANT_SRC, "set_src_tenant"),
+                                  (T_TENANT_DST, "set_dst_tenant")):
+                field_name = "hdr.ipv4.src_addr" if table == T_TENANT_SRC else "hdr.ipv4.dst_addr"
+                ents.append(TableEntry(table=table, match={field_name: host.ip},
+                                       action=f"MyIngress.isolation.{action}",
+                                       params={"tenant": tenant}))
+    return plan
+
+
+def _plan_switch_sink(topo: Topology, name: str, host_ports: list[int],
+                      hops: dict[str, dict[str, list[int]]], ents: list[Entity]) -> None:
+    """A leaf is INT source for RoCEv2 from its hosts and sink towards them; reports go to
+    the collector host through a clone session on the first port towards it."""
+    sw = topo.switches[name]
+    ents.append(TableEntry(table=T_INT_WATCH, match={"meta.l4_dst_port": "4791&&&0xffff"},
+                           priority=10, action="MyIngress.int_ingress.int_source",
+                           params={"instructions": INT_INSTRUCTIONS, "max_hops": INT_MAX_HOPS}))
+    collector = topo.fabric.int.collector
+    report_port = hops[name].get(collector, [None])[0] if collector else None
+    for port in host_ports:
+        if report_port is None:
+            ents.append(TableEntry(table=T_INT_SINK,
+                                   match={"standard_metadata.egress_spec": port},
+                                   action="MyIngress.int_ingress.int_sink_strip"))
+        else:
+            ents.append(TableEntry(table=T_INT_SINK,
+                                   match={"standard_metadata.egress_spec": port},
+                                   action="MyIngress.int_ingress.int_sink_report",
+                                   params={"session": REPORT_SESSION}))
+    if report_port is not None:
+        ents.append(CloneSession(session_id=REPORT_SESSION,
+                                 replicas=[Replica(port=report_port, instance=0)]))
+        collector_spec = topo.hosts[collector]
+        ents.append(TableEntry(
+            table=T_REPORT, match={"standard_metadata.egress_port": report_port},
+            action="MyEgress.report.encap_report",
+            params={"src_mac": router_mac(sw.device_id),
+                    "dst_mac": _neighbor_mac(topo, name, report_port),
+                    "src_ip": f"10.255.{sw.device_id >> 8}.{sw.device_id & 255}",
+                    "dst_ip": collector_spec.ip, "udp_src_port": TELEMETRY_REPORT_PORT,
+                    "udp_dst_port": TELEMETRY_REPORT_PORT, "node_id": sw.node_id}))
+
+
+def plan_fabric(topo: Topology, down: set[frozenset[str]] | None = None,
+                priority_queues: bool = True) -> dict[str, SwitchPlan]:
+    hops = next_hops(topo, down or set())
+    return {name: plan_switch(topo, name, hops, priority_queues) for name in topo.switches}

@@ -1,0 +1,286 @@
+"""Scapy layers for the formats Scapy does not have: ImmDt, the SACK block, INT-MD v2.1 over UDP,
+Telemetry Report v2.0; plus plain decoders for INT metadata stacks.
+
+BTH, AETH and CNP come from ``scapy.contrib.roce``. Scapy binds UDP port 4791 to BTH, which is
+wrong for INT packets (the shim sits between UDP and BTH), so ``dissect`` re-parses the UDP
+payload as an INT shim when the DSCP says INT is present.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import asdict, dataclass
+
+from scapy.contrib.roce import AETH, BTH
+from scapy.fields import (
+    BitField,
+    ByteField,
+    FieldLenField,
+    IntField,
+    ShortField,
+    StrLenField,
+    XShortField,
+)
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, Padding, Raw, bind_layers
+
+from hosts import wire
+
+
+class ImmDt(Packet):
+    """Immediate data of the last cell: total message length in bytes."""
+
+    name = "ImmDt"
+    fields_desc = [IntField("msg_len", 0)]
+
+
+class SackBlock(Packet):
+    """Selective ACK + credit grant after the AETH (layout in hosts.wire)."""
+
+    name = "SackBlock"
+    fields_desc = [
+        ByteField("version", wire.SACK_VERSION),
+        ByteField("flags", 0),
+        FieldLenField("bitmap_len", None, length_of="bitmap", fmt="!H"),
+        ByteField("rsv1", 0),
+        BitField("base_psn", 0, 24),
+        ByteField("rsv2", 0),
+        BitField("grant_psn", 0, 24),
+        StrLenField("bitmap", b"", length_from=lambda p: p.bitmap_len),
+    ]
+
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        if self.flags & wire.SACK_F_INT_ECHO:
+            return INTShim
+        return Padding
+
+
+class INTShim(Packet):
+    """INT shim for TCP/UDP (INT v2.1 section 'INT over TCP/UDP')."""
+
+    name = "INTShim"
+    fields_desc = [
+        BitField("int_type", wire.INT_TYPE_MD, 4),
+        BitField("npt", 0, 2),
+        BitField("rsv1", 0, 2),
+        ByteField("length", 3),  # INT-MD header + stack in 4-byte words (shim excluded)
+        ByteField("rsv2", 0),
+        BitField("orig_dscp", 0, 6),
+        BitField("rsv3", 0, 2),
+    ]
+
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        return INTMD if self.int_type == wire.INT_TYPE_MD else Raw
+
+
+class INTMD(Packet):
+    """INT-MD metadata header (12 B) and the metadata stack it heads."""
+
+    name = "INTMD"
+    fields_desc = [
+        BitField("version", wire.INT_VERSION, 4),
+        BitField("d", 0, 1),
+        BitField("e", 0, 1),
+        BitField("m", 0, 1),
+        BitField("rsv", 0, 12),
+        BitField("hop_ml", wire.INT_HOP_ML, 5),
+        ByteField("remaining_hops", wire.INT_MAX_HOPS),
+        XShortField("instructions", wire.INT_INSTRUCTIONS),
+        ShortField("domain_id", 0),
+        XShortField("ds_instruction", 0),
+        XShortField("ds_flags", 0),
+        StrLenField("stack", b"", length_from=lambda p: _stack_len(p)),
+    ]
+
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        # A data cell continues with the BTH; an INT echo inside an ACK ends here.
+        if len(payload) >= wire.BTH_LEN + wire.ICRC_LEN:
+            return BTH
+        return Padding
+
+    def hops(self) -> list[HopRecord]:
+        return decode_stack(self.instructions, self.hop_ml, bytes(self.stack))
+
+
+def _stack_len(md: Packet) -> int:
+    shim = md.underlayer
+    if shim is None:
+        return 0
+    return max(0, shim.length * 4 - wire.INT_MD_HEADER_LEN)
+
+
+class TelemetryReportGroup(Packet):
+    """Telemetry Report v2.0 group header (8 B)."""
+
+    name = "TelemetryReportGroup"
+    fields_desc = [
+        BitField("version", 2, 4),
+        BitField("hw_id", 0, 6),
+        BitField("seq", 0, 22),
+        IntField("node_id", 0),
+    ]
+
+
+class TelemetryReportINT(Packet):
+    """Individual report header + INT main contents (RepType 1)."""
+
+    name = "TelemetryReportINT"
+    fields_desc = [
+        BitField("rep_type", 1, 4),
+        BitField("in_type", 3, 4),
+        ByteField("report_len", 0xFF),
+        ByteField("md_len", 0),
+        BitField("dropped", 0, 1),
+        BitField("congested", 0, 1),
+        BitField("tracked", 1, 1),
+        BitField("intermediate", 0, 1),
+        BitField("rsv", 0, 4),
+        XShortField("rep_md_bits", 0),
+        ShortField("domain_id", 0),
+        XShortField("ds_md_bits", 0),
+        XShortField("ds_md_status", 0),
+        StrLenField("metadata", b"", length_from=lambda p: p.md_len * 4),
+    ]
+
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        return Ether if self.in_type == 3 else Raw
+
+
+bind_layers(BTH, ImmDt, opcode=wire.OP_SEND_LAST_IMM)
+bind_layers(BTH, ImmDt, opcode=wire.OP_SEND_ONLY_IMM)
+bind_layers(AETH, SackBlock)
+bind_layers(UDP, TelemetryReportGroup, dport=wire.TELEMETRY_REPORT_PORT)
+bind_layers(TelemetryReportGroup, TelemetryReportINT)
+
+
+@dataclass
+class HopRecord:
+    """One hop's INT metadata; None where the instruction bitmap did not ask for it."""
+
+    node_id: int | None = None
+    ingress_port: int | None = None
+    egress_port: int | None = None
+    hop_latency: int | None = None
+    queue_id: int | None = None
+    queue_occupancy: int | None = None
+    ingress_ts: int | None = None
+    egress_ts: int | None = None
+    tx_bytes: int | None = None
+
+    def as_dict(self) -> dict[str, int | None]:
+        return asdict(self)
+
+
+def _bit(bitmap: int, bit: int) -> bool:
+    return bool(bitmap & (1 << (15 - bit)))
+
+
+def decode_hop(bitmap: int, data: bytes) -> HopRecord:
+    """Decode one hop's metadata in instruction-bit order."""
+    rec = HopRecord()
+    off = 0
+
+    def word() -> int:
+        nonlocal off
+        (value,) = struct.unpack_from("!I", data, off)
+        off += 4
+        return value
+
+    def dword() -> int:
+        nonlocal off
+        (value,) = struct.unpack_from("!Q", data, off)
+        off += 8
+        return value
+
+    for bit in range(15):
+        if not _bit(bitmap, bit):
+            continue
+        if bit == wire.INT_BIT_NODE_ID:
+            rec.node_id = word()
+        elif bit == wire.INT_BIT_L1_PORTS:
+            value = word()
+            rec.ingress_port, rec.egress_port = value >> 16, value & 0xFFFF
+        elif bit == wire.INT_BIT_HOP_LATENCY:
+            rec.hop_latency = word()
+        elif bit == wire.INT_BIT_QUEUE:
+            value = word()
+            rec.queue_id, rec.queue_occupancy = value >> 24, value & 0xFFFFFF
+        elif bit == wire.INT_BIT_INGRESS_TS:
+            rec.ingress_ts = dword()
+        elif bit == wire.INT_BIT_EGRESS_TS:
+            rec.egress_ts = dword()
+        elif bit == wire.INT_BIT_TX_UTIL:
+            rec.tx_bytes = word()
+        else:  # metadata we do not interpret still occupies its room
+            off += 8 if bit in wire.INT_EIGHT_BYTE_BITS else 4
+    return rec
+
+
+def encode_hop(bitmap: int, rec: HopRecord) -> bytes:
+    """Encode one hop's metadata (missing values become the all-ones 'invalid' value)."""
+    out = bytearray()
+    for bit in range(15):
+        if not _bit(bitmap, bit):
+            continue
+        if bit == wire.INT_BIT_NODE_ID:
+            out += struct.pack("!I", _or_ones(rec.node_id, 32))
+        elif bit == wire.INT_BIT_L1_PORTS:
+            out += struct.pack("!HH", _or_ones(rec.ingress_port, 16), _or_ones(rec.egress_port, 16))
+        elif bit == wire.INT_BIT_HOP_LATENCY:
+            out += struct.pack("!I", _or_ones(rec.hop_latency, 32))
+        elif bit == wire.INT_BIT_QUEUE:
+            value = (_or_ones(rec.queue_id, 8) << 24) | _or_ones(rec.queue_occupancy, 24)
+            out += struct.pack("!I", value)
+        elif bit == wire.INT_BIT_INGRESS_TS:
+            out += struct.pack("!Q", _or_ones(rec.ingress_ts, 64))
+        elif bit == wire.INT_BIT_EGRESS_TS:
+            out += struct.pack("!Q", _or_ones(rec.egress_ts, 64))
+        elif bit == wire.INT_BIT_TX_UTIL:
+            out += struct.pack("!I", _or_ones(rec.tx_bytes, 32) & 0xFFFFFFFF)
+        else:
+            out += b"\xff" * (8 if bit in wire.INT_EIGHT_BYTE_BITS else 4)
+    return bytes(out)
+
+
+def _or_ones(value: int | None, bits: int) -> int:
+    return (1 << bits) - 1 if value is None else value & ((1 << bits) - 1)
+
+
+def decode_stack(bitmap: int, hop_ml: int, stack: bytes) -> list[HopRecord]:
+    """All hops of a metadata stack, newest (closest to the sink) first."""
+    size = hop_ml * 4
+    if size == 0:
+        return []
+    return [decode_hop(bitmap, stack[i:i + size]) for i in range(0, len(stack) - size + 1, size)]
+
+
+def parse_int_block(data: bytes) -> tuple[int, int, list[HopRecord]] | None:
+    """Parse raw shim + INT-MD + stack bytes: (total length, bitmap, hops), or None if bad."""
+    if len(data) < wire.INT_SHIM_LEN + wire.INT_MD_HEADER_LEN:
+        return None
+    int_type = data[0] >> 4
+    total = wire.INT_SHIM_LEN + data[1] * 4
+    if int_type != wire.INT_TYPE_MD or total > len(data) or total < 16:
+        return None
+    hop_ml = data[6] & 0x1F
+    (bitmap,) = struct.unpack_from("!H", data, 8)
+    return total, bitmap, decode_stack(bitmap, hop_ml, data[16:total])
+
+
+def int_source_block(orig_dscp: int = 0, bitmap: int = wire.INT_INSTRUCTIONS,
+                     max_hops: int = wire.INT_MAX_HOPS) -> bytes:
+    """Shim + INT-MD header with an empty stack, as an INT source (host or switch) writes it."""
+    md = INTMD(hop_ml=wire.hop_words(bitmap), remaining_hops=max_hops, instructions=bitmap)
+    return bytes(INTShim(length=wire.INT_MD_HEADER_LEN // 4, orig_dscp=orig_dscp) / md)
+
+
+def dissect(frame: bytes) -> Packet:
+    """Scapy view of a cell/ACK/CNP frame, INT shim included (never on a hot path)."""
+    pkt = Ether(frame)
+    if IP in pkt and UDP in pkt and (pkt[IP].tos >> 2) == wire.INT_DSCP:
+        udp = pkt[UDP]
+        raw_payload = bytes(udp.payload)
+        udp.remove_payload()
+        udp.add_payload(INTShim(raw_payload))
+    return pkt

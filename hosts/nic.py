@@ -1,0 +1,91 @@
+"""A NIC port: one AF_PACKET socket opened once, plus the link's state from sysfs.
+
+The socket is bound to ETH_P_IP, not ETH_P_ALL, so the kernel does not hand our own
+transmissions back to us (outgoing frames only reach ETH_P_ALL taps).
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ETH_P_IP = 0x0800
+RECV_BUF = 4 * 1024 * 1024
+SO_SNDBUFFORCE = 32
+SO_RCVBUFFORCE = 33
+
+
+def iface_mac(ifname: str) -> str:
+    try:
+        return Path(f"/sys/class/net/{ifname}/address").read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"interface '{ifname}': no such interface ({exc.strerror})") from None
+
+
+def iface_oper_up(ifname: str) -> bool:
+    try:
+        state = Path(f"/sys/class/net/{ifname}/operstate").read_text().strip()
+    except OSError:
+        return False
+    return state in ("up", "unknown")
+
+
+@dataclass
+class NicPort:
+    index: int
+    ifname: str
+    mac: str = ""
+    sock: socket.socket | None = None
+    up: bool = True
+    down_reason: str = ""
+    down_since: float = 0.0
+    sent: int = 0
+    send_errors: int = 0
+    last_progress: float = 0.0  # last ACK for a cell sent on this port (or first send)
+    inflight_hint: int = 0
+    events: list[dict[str, object]] = field(default_factory=list)
+
+    def open(self) -> NicPort:
+        if not self.mac:
+            self.mac = iface_mac(self.ifname)
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
+        # The FORCE variants pass net.core.rmem_max (root only): a receiver that falls behind
+        # for a moment should find the burst buffered, not dropped.
+        for force, plain in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, force, RECV_BUF)
+            except OSError:
+                sock.setsockopt(socket.SOL_SOCKET, plain, RECV_BUF)
+        sock.bind((self.ifname, ETH_P_IP))
+        sock.setblocking(False)
+        self.sock = sock
+        return self
+
+    def send(self, frame: bytes | bytearray) -> bool:
+        try:
+            self.sock.send(frame)
+        except BlockingIOError:
+            self.send_errors += 1  # queue full: the cell stays in flight; RTO resends it
+            return False
+        except OSError:
+            self.send_errors += 1  # link down (ENETDOWN/ENXIO): health check moves traffic
+            return False
+        self.sent += 1
+        return True
+
+    def recv_into(self, buf: bytearray) -> int:
+        try:
+            return self.sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError:
+            return 0
+
+    def oper_up(self) -> bool:
+        return iface_oper_up(self.ifname)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None

@@ -1,0 +1,267 @@
+"""The receiving host: reorder cells per queue pair, deliver whole messages in order, and send
+ACK/SACK/NAK, CNPs (DCQCN), INT echoes (HPCC), credit grants, and host-sink INT reports.
+
+Per flow (source IP, QPN): ACK every ``ack_every`` cells, or after ``ack_delay_s``, or at once on
+a duplicate or a completed message; NAK when the next expected cell is still missing
+``nak_holdoff_s`` after a later one arrived; at most one CNP per ``cnp_interval_s`` when cells
+arrive with ECN = CE; the most recent INT stack rides back in the next ACK.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hosts import wire
+from hosts.cc.credit import CreditGranter, CreditParams
+from hosts.cells import RoceFrame, UdpFramer, parse_roce
+from hosts.nic import NicPort
+from hosts.reorder import MessageAssembler, ReorderBuffer
+from hosts.sack import encode_ack, encode_cnp
+
+TICK_S = 0.0002
+
+
+@dataclass
+class ReceiverConfig:
+    ifaces: list[str]
+    ack_every: int = 4
+    ack_delay_s: float = 0.0005
+    nak_holdoff_s: float = 0.003
+    cnp_interval_s: float = wire.CNP_INTERVAL_US * 1e-6
+    window: int = 4096
+    credit_cells_per_s: float = 0.0  # > 0: receiver-driven credits at this downlink rate
+    credit_initial_cells: int = 16
+    duration_s: float = 0.0
+    expect_messages: int = 0  # stop once this many messages arrived (all flows together)
+    linger_s: float = 0.5  # keep answering retransmissions this long after that
+    collector: tuple[str, int] | None = None
+    node_id: int = 0
+    keep_records: int = 10000
+    start_psn: int = 0
+
+
+@dataclass
+class Flow:
+    key: tuple[bytes, int]
+    qpn: int
+    port: NicPort
+    framer: UdpFramer
+    reorder: ReorderBuffer
+    assembler: MessageAssembler = field(default_factory=MessageAssembler)
+    pending: int = 0
+    last_ack: float = 0.0
+    last_cnp: float = float("-inf")
+    last_nak: float = float("-inf")
+    gap_expected: int = -1
+    gap_since: float = 0.0
+    int_block: bytes | None = None
+    cells: int = 0
+    ce_cells: int = 0
+    int_cells: int = 0
+    cnps: int = 0
+    acks: int = 0
+    naks: int = 0
+    grants: int = 0
+    grant_dirty: bool = False  # the grant moved since the last ACK
+    messages: list[dict[str, float | int]] = field(default_factory=list)
+    framers: dict[int, UdpFramer] = field(default_factory=dict)  # per port, built once
+    delivered_messages: int = 0
+
+
+class Receiver:
+    def __init__(self, cfg: ReceiverConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        if not cfg.ifaces:
+            raise ValueError("--iface: need at least one interface")
+        self.cfg = cfg
+        self.clock = clock
+        self.ports = [NicPort(i, name) for i, name in enumerate(cfg.ifaces)]
+        self.flows: dict[tuple[bytes, int], Flow] = {}
+        self.granter = (CreditGranter(CreditParams(cfg.credit_cells_per_s,
+                                                   initial_cells=cfg.credit_initial_cells))
+                        if cfg.credit_cells_per_s > 0 else None)
+        self.not_roce = 0
+        self.malformed = 0
+        self.messages_total = 0
+        self.reports_sent = 0
+        self._report_seq = 0
+        self._report_sock: socket.socket | None = None
+
+    def open(self) -> None:
+        for port in self.ports:
+            port.open()
+        if self.cfg.collector:
+            self._report_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def close(self) -> None:
+        for port in self.ports:
+            port.close()
+        if self._report_sock:
+            self._report_sock.close()
+
+    # -- main loop -----------------------------------------------------------------------------
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, object]:
+        cfg = self.cfg
+        start = self.clock()
+        rx = bytearray(9216)
+        socks = [p.sock for p in self.ports]
+        done_at: float | None = None
+        while not should_stop():
+            now = self.clock()
+            if cfg.duration_s and now - start >= cfg.duration_s:
+                break
+            if cfg.expect_messages and done_at is None and \
+                    self.messages_total >= cfg.expect_messages:
+                done_at = now
+            if done_at is not None and now - done_at >= cfg.linger_s:
+                break
+            _ready, _, _ = select.select(socks, [], [], TICK_S)
+            for port in self.ports:
+                for _ in range(256):
+                    n = port.recv_into(rx)
+                    if not n:
+                        break
+                    self.on_frame(rx, n, self.clock(), port)
+            self.tick(self.clock())
+        return self.metrics(self.clock() - start)
+
+    def on_frame(self, buf: bytearray, n: int, now: float, port: NicPort) -> None:
+        f = parse_roce(buf, n)
+        if f is None:
+            self.not_roce += 1
+            return
+        if f.opcode not in wire.DATA_OPCODES:
+            return
+        flow = self.flows.get((f.src_ip, f.qpn)) or self._new_flow(f, port)
+        if flow.port is not port:  # answer on the port the peer's cells now arrive on
+            flow.port = port
+            flow.framer = flow.framers.get(port.index) or self._framer(f, port)
+            flow.framers[port.index] = flow.framer
+        flow.cells += 1
+        if f.ecn == wire.ECN_CE:
+            flow.ce_cells += 1
+            if now - flow.last_cnp >= self.cfg.cnp_interval_s:
+                flow.last_cnp = now
+                flow.cnps += 1
+                flow.port.send(flow.framer.frame(encode_cnp(flow.qpn)))
+        if f.int_block is not None:
+            flow.int_cells += 1
+            flow.int_block = f.int_block
+            if self._report_sock is not None:
+                self._report_int(buf, f)
+        seq = flow.reorder.unwrap(f.psn)
+        if self.granter is not None:
+            self.granter.on_cell(flow.key, seq, now)
+        dup = flow.reorder.has(seq)
+        payload = bytes(buf[f.body_off:f.body_end])
+        completed = False
+        for _, arrived, (opcode, body, pad) in flow.reorder.push(seq, (f.opcode, payload, f.pad),
+                                                                 now):
+            msg = flow.assembler.add(opcode, body, pad, arrived, now)
+            if msg is not None:
+                completed = True
+                flow.delivered_messages += 1
+                self.messages_total += 1
+                if len(flow.messages) < self.cfg.keep_records:
+                    flow.messages.append({"index": msg.index, "length": msg.length,
+                                          "crc32": msg.crc32,
+                                          "completion_s": msg.completed - msg.first_arrival})
+        flow.pending += 1
+        if dup or completed or flow.pending >= self.cfg.ack_every:
+            self._send_ack(flow, now)
+
+    def _new_flow(self, f: RoceFrame, port: NicPort) -> Flow:
+        flow = Flow((f.src_ip, f.qpn), f.qpn, port, self._framer(f, port),
+                    ReorderBuffer(window=self.cfg.window))
+        # Connections start at a PSN both ends know (set up out of band, like RC QPs).
+        flow.reorder.expected = self.cfg.start_psn
+        self.flows[flow.key] = flow
+        return flow
+
+    @staticmethod
+    def _framer(f: RoceFrame, port: NicPort) -> UdpFramer:
+        """Replies go back to where the cell came from (its source MAC and IP, our port)."""
+        return UdpFramer(port.mac, _mac_str(f.src_mac), socket.inet_ntoa(f.dst_ip),
+                         socket.inet_ntoa(f.src_ip), f.sport, wire.ROCE_UDP_PORT)
+
+    def _send_ack(self, flow: Flow, now: float, nak: bool = False) -> None:
+        rb = flow.reorder
+        grant = None
+        if self.granter is not None and flow.key in self.granter.flows:
+            grant = self.granter.flows[flow.key].granted
+        body = encode_ack(flow.qpn, rb.expected - 1, flow.delivered_messages, (), grant,
+                          flow.int_block, nak=nak, bitmap=rb.sack_bitmap())
+        flow.int_block = None
+        flow.grant_dirty = False
+        flow.port.send(flow.framer.frame(body))
+        flow.pending = 0
+        flow.last_ack = now
+        if nak:
+            flow.naks += 1
+        else:
+            flow.acks += 1
+
+    def tick(self, now: float) -> None:
+        cfg = self.cfg
+        for flow in self.flows.values():
+            rb = flow.reorder
+            if flow.pending and now - flow.last_ack >= cfg.ack_delay_s:
+                self._send_ack(flow, now)
+            if rb.depth:
+                if flow.gap_expected != rb.expected:
+                    flow.gap_expected, flow.gap_since = rb.expected, now
+                elif now - flow.gap_since >= cfg.nak_holdoff_s and \
+                        now - flow.last_nak >= cfg.nak_holdoff_s:
+                    flow.last_nak = now
+                    self._send_ack(flow, now, nak=True)
+        if self.granter is not None:
+            for key in self.granter.tick(now):
+                self.flows[key].grants += 1
+                self.flows[key].grant_dirty = True
+            for flow in self.flows.values():
+                # grants ride on ACKs, at most one per quarter ACK delay
+                if flow.grant_dirty and now - flow.last_ack >= cfg.ack_delay_s / 4:
+                    self._send_ack(flow, now)
+
+    def _report_int(self, buf: bytearray, f: RoceFrame) -> None:
+        """Host-sink INT: a Telemetry Report v2.0 carrying the frame's headers and INT stack."""
+        head = bytes(buf[:f.body_off])
+        head += bytes(-len(head) % 4)
+        self._report_seq = (self._report_seq + 1) & 0x3FFFFF
+        group = struct.pack("!II", (2 << 28) | self._report_seq, self.cfg.node_id)
+        # Report Length counts the words after the first: RepMdBits..DSMdstatus (2) + packet.
+        report_len = min(0xFF, 2 + len(head) // 4)
+        report = struct.pack("!BBBBHHHH", (1 << 4) | 3, report_len, 0, 0x20, 0, 0, 0, 0)
+        try:
+            self._report_sock.sendto(group + report + head, self.cfg.collector)
+            self.reports_sent += 1
+        except OSError:
+            pass
+
+    # -- results ---------------------------------------------------------------------------------
+    def metrics(self, elapsed: float) -> dict[str, object]:
+        flows = []
+        for flow in self.flows.values():
+            times = sorted(m["completion_s"] for m in flow.messages)
+            flows.append({
+                "src_ip": socket.inet_ntoa(flow.key[0]), "qpn": flow.qpn,
+                "cells": flow.cells, "ce_cells": flow.ce_cells, "int_cells": flow.int_cells,
+                "cnps_sent": flow.cnps, "acks_sent": flow.acks, "naks_sent": flow.naks,
+                "grants": flow.grants, "messages": flow.delivered_messages,
+                "malformed_messages": flow.assembler.malformed,
+                "reorder": flow.reorder.stats.as_dict(),
+                "completion_s": {"avg": sum(times) / len(times) if times else None,
+                                 "max": times[-1] if times else None},
+                "message_log": flow.messages,
+            })
+        return {"role": "recv", "elapsed_s": elapsed, "messages_total": self.messages_total,
+                "not_roce_frames": self.not_roce, "int_reports_sent": self.reports_sent,
+                "flows": flows}
+
+
+def _mac_str(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)

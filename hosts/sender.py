@@ -1,0 +1,311 @@
+"""The sending host: messages -> cells on one or two NIC ports, paced, reliable, rate-controlled.
+
+Hot path: a cell is the port's prebuilt template with a few bytes patched (hosts.cells), sent
+on an AF_PACKET socket opened once. Cells are sprayed round-robin across the ports that are up;
+a port is declared down when its link goes down (sysfs operstate) or when cells sent on it see
+no ACK for ``port_timeout_s``; everything in flight on it is then resent on the others.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hosts import wire
+from hosts.cc import RateController, make_controller
+from hosts.cc.hpcc import HopSample
+from hosts.cells import CellTemplate, message_bytes, message_crc, parse_roce
+from hosts.layers import parse_int_block
+from hosts.nic import NicPort
+from hosts.ratelimit import TokenBucket
+from hosts.sack import decode_ack
+from hosts.transport import SenderTransport
+
+HEALTH_INTERVAL_S = 0.01
+CREDIT_PROBE_S = 0.1  # grant starvation after which one probe cell goes (hosts.cc.credit)
+
+
+@dataclass
+class SenderConfig:
+    ifaces: list[str]
+    dst_macs: list[str]
+    src_ip: str
+    dst_ip: str
+    qpn: int = 1
+    payload_len: int = wire.CELL_PAYLOAD_DEFAULT
+    msg_size: int = 64 * 1024
+    count: int = 1  # messages; 0 = as many as fit in duration_s
+    duration_s: float = 0.0  # 0 = until ``count`` messages are done
+    drain_s: float = 5.0  # after duration_s, how long to wait for outstanding messages
+    cc: str = "none"
+    rate_bps: float = 0.0  # line rate; 0 = unlimited
+    cc_params: dict[str, object] = field(default_factory=dict)
+    int_source: bool = False
+    link_bps: float = 0.0  # HPCC's B per hop (0 = rate_bps)
+    rto_s: float = 0.05
+    sack_holdoff_s: float = 0.005
+    max_inflight_cells: int = 1024
+    port_timeout_s: float = 0.2
+    port_retry_s: float = 1.0  # a port failed for lack of ACKs is tried again after this
+    sport: int = 49152
+    seed: int = 0
+    src_macs: list[str] = field(default_factory=list)
+    start_psn: int = 0
+    credit_initial_cells: int = 16  # credit mode: cells allowed before the first grant
+
+
+class Sender:
+    def __init__(self, cfg: SenderConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        if not cfg.ifaces or len(cfg.ifaces) > 2:
+            raise ValueError(f"--iface: need one or two interfaces, got {len(cfg.ifaces)}")
+        if len(cfg.dst_macs) not in (1, len(cfg.ifaces)):
+            raise ValueError("--dst-mac: give one MAC for all ports or one per --iface")
+        self.cfg = cfg
+        self.clock = clock
+        self.ports = [NicPort(i, name, cfg.src_macs[i] if i < len(cfg.src_macs) else "")
+                      for i, name in enumerate(cfg.ifaces)]
+        self.transport = SenderTransport(
+            payload_len=cfg.payload_len, rto_s=cfg.rto_s, sack_holdoff_s=cfg.sack_holdoff_s,
+            max_inflight_cells=cfg.max_inflight_cells, start_seq=cfg.start_psn)
+        self.cc: RateController = make_controller(cfg.cc, cfg.rate_bps, **cfg.cc_params)
+        if self.cc.uses_grants():
+            self.transport.grant = cfg.start_psn + cfg.credit_initial_cells
+        self.bucket = TokenBucket(self.cc.rate_bps(), burst_bytes=4 * (cfg.payload_len + 100))
+        self.templates: list[CellTemplate] = []
+        self.frame_len = 0
+        self.cnps = 0
+        self.malformed = 0
+        self.failovers: list[dict[str, object]] = []
+        self._pending_recovery: list[tuple[dict[str, object], list[int]]] = []
+        self._rr = 0
+        self._messages_added = 0
+        self.crcs: list[int] = []
+        self.credit_probes = 0
+        self._cpu_start = time.process_time()
+        self._start, self._wall_start = self.clock(), time.time()
+        self._last_send = float("-inf")
+
+    # -- setup -----------------------------------------------------------------------------------
+    def open(self) -> None:
+        cfg = self.cfg
+        for port in self.ports:
+            port.open()
+            dst = cfg.dst_macs[port.index] if len(cfg.dst_macs) > 1 else cfg.dst_macs[0]
+            self.templates.append(CellTemplate(port.mac, dst, cfg.src_ip, cfg.dst_ip, cfg.qpn,
+                                               cfg.payload_len, cfg.sport, cfg.int_source))
+        self.frame_len = self.templates[0].frame_len
+        if self.cc.rate_bps() <= 0 and cfg.cc != "none":
+            raise ValueError(f"--cc {cfg.cc} needs --rate (the line rate it starts from)")
+
+    def close(self) -> None:
+        for port in self.ports:
+            port.close()
+
+    def _add_messages(self, now: float, until: float | None) -> None:
+        cfg, tr = self.cfg, self.transport
+        ahead_limit = 2 * cfg.max_inflight_cells
+        while tr.next_seq - tr.snd_nxt < ahead_limit:
+            if cfg.count and self._messages_added >= cfg.count:
+                return
+            if until is not None and now >= until:
+                return
+            data = message_bytes(self._messages_added, cfg.msg_size, cfg.seed)
+            self.crcs.append(message_crc(data))
+            tr.add_message(data, now)
+            self._messages_added += 1
+
+    # -- main loop -------------------------------------------------------------------------------
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, object]:
+        cfg, tr = self.cfg, self.transport
+        start = self.clock()
+        self._start, self._wall_start = start, time.time()
+        self._cpu_start = time.process_time()
+        until = start + cfg.duration_s if cfg.duration_s > 0 else None
+        hard_stop = until + cfg.drain_s if until is not None else None
+        for port in self.ports:
+            port.last_progress = start
+        rx = bytearray(9216)
+        next_health = start
+        self.cc.tick(start)
+        self._add_messages(start, until)
+        while not should_stop():
+            now = self.clock()
+            self._add_messages(now, until)
+            if tr.idle and ((cfg.count and self._messages_added >= cfg.count)
+                            or (until is not None and now >= until)):
+                break
+            if hard_stop is not None and now >= hard_stop:
+                break
+            for port in self.ports:
+                for _ in range(256):
+                    n = port.recv_into(rx)
+                    if not n:
+                        break
+                    self._on_frame(rx, n, now, port)
+            self.cc.tick(now)
+            if now >= next_health:
+                next_health = now + HEALTH_INTERVAL_S
+                tr.check_timeouts(now)
+                self._check_ports(now)
+            wait = self._send_burst(now)
+            if wait:
+                socks = [p.sock for p in self.ports]
+                select.select(socks, [], [], min(wait, HEALTH_INTERVAL_S))
+        return self.metrics(self.clock() - start)
+
+    def _send_burst(self, now: float) -> float:
+        """Send what pacing, windows and grants allow; return how long to wait (0 = go on)."""
+        tr, cc = self.transport, self.cc
+        if self.bucket.rate_bps != cc.rate_bps():
+            self.bucket.set_rate(now, cc.rate_bps())
+        up = [p for p in self.ports if p.up]
+        if not up:
+            return HEALTH_INTERVAL_S
+        for _ in range(64):
+            seq = tr.next_to_send(cc.window_bytes())
+            if seq is None:
+                starved = (tr.grant is not None and tr.grant <= tr.snd_nxt < tr.next_seq
+                           and not tr.retx and now - self._last_send > CREDIT_PROBE_S)
+                if starved:
+                    # Out of credit for a while: one cell goes anyway so the receiver sees the
+                    # flow is still active and resumes granting (it only grants to active flows).
+                    tr.grant += 1
+                    self.credit_probes += 1
+                    self._last_send = now  # at most one probe per CREDIT_PROBE_S
+                    continue
+                return 0.0005
+            wait = self.bucket.wait_time(now, self.frame_len)
+            if wait > 0:
+                return wait
+            port = up[self._rr % len(up)]
+            self._rr += 1
+            opcode, payload, pad = tr.cell(seq)
+            frame = self.templates[port.index].frame(seq, opcode, payload, pad)
+            if not port.send(frame):
+                return 0.0002
+            tr.on_sent(seq, now, port.index)
+            self._last_send = now
+            self.bucket.consume(now, self.frame_len)
+            cc.on_sent(now, self.frame_len)
+        return 0.0
+
+    def _on_frame(self, buf: bytearray, n: int, now: float, port: NicPort) -> None:
+        f = parse_roce(buf, n)
+        if f is None:
+            return
+        if f.qpn != self.cfg.qpn:
+            return
+        if f.opcode == wire.OP_CNP:
+            self.cnps += 1
+            self.cc.on_cnp(now)
+            return
+        if f.opcode != wire.OP_ACK:
+            return
+        ack = decode_ack(buf, f.psn, f.body_off, f.body_end)
+        if ack is None:
+            self.malformed += 1
+            return
+        tr = self.transport
+        tr.on_ack(ack, now)
+        for idx in tr.acked_ports:
+            self.ports[idx].last_progress = now
+        hops = self._int_hops(ack.int_block) if ack.int_block else None
+        ack_seq = wire.psn_unwrap(ack.cum_psn, tr.snd_una)
+        self.cc.on_ack(now, ack_seq, tr.snd_nxt, hops)
+
+    def _int_hops(self, block: bytes) -> list[HopSample] | None:
+        parsed = parse_int_block(block)
+        if parsed is None:
+            self.malformed += 1
+            return None
+        link = (self.cfg.link_bps or self.cfg.rate_bps) / 8
+        hops = []
+        for rec in parsed[2]:
+            if None in (rec.node_id, rec.queue_occupancy, rec.tx_bytes, rec.egress_ts):
+                continue
+            hops.append(HopSample(
+                key=(rec.node_id, rec.egress_port or 0),
+                qlen_bytes=rec.queue_occupancy * self.frame_len, tx_bytes=rec.tx_bytes,
+                ts_s=rec.egress_ts * wire.INT_TIME_UNIT_NS * 1e-9, link_bytes_per_s=link))
+        return hops
+
+    # -- dual-port failover ------------------------------------------------------------------------
+    def _check_ports(self, now: float) -> None:
+        """Link state from sysfs; a port whose cells go unacknowledged for port_timeout_s while
+        another port's are acknowledged is dead too (a stalled receiver stalls every port, and
+        that is no reason to fail one). A port failed that way is tried again after
+        ``port_retry_s``, and at once if no port is left; a link-down port when its link is up."""
+        tr, timeout = self.transport, self.cfg.port_timeout_s
+        per_port: dict[int, int] = {}
+        for fl in tr.inflight.values():
+            per_port[fl.port] = per_port.get(fl.port, 0) + 1
+        for port in self.ports:
+            oper = port.oper_up()
+            if port.up and not oper:
+                self._fail(port, now, "link down")
+            elif port.up and per_port.get(port.index, 0) and \
+                    now - port.last_progress > timeout and \
+                    any(q.up and q is not port and now - q.last_progress < timeout
+                        for q in self.ports):
+                self._fail(port, now, "no ACK progress")
+        for port in self.ports:
+            if port.up or not port.oper_up():
+                continue
+            alone = not any(q.up for q in self.ports)
+            if port.down_reason == "link down" or alone or \
+                    now - port.down_since >= self.cfg.port_retry_s:
+                port.up, port.down_reason, port.last_progress = True, "", now
+                port.events.append({"t": now, "event": "up"})
+        for event, moved in list(self._pending_recovery):
+            if all(seq < tr.snd_una or seq in tr.sacked for seq in moved):
+                event["recovered_s"] = now - event["detected_at"]
+                self._pending_recovery.remove((event, moved))
+
+    def _fail(self, port: NicPort, now: float, reason: str) -> None:
+        port.up, port.down_reason, port.down_since = False, reason, now
+        moved = self.transport.fail_port(port.index)
+        event: dict[str, object] = {
+            "port": port.ifname, "reason": reason, "detected_at": now,
+            "since_last_progress_s": now - port.last_progress, "cells_moved": len(moved)}
+        port.events.append({"t": now, "event": "down", "reason": reason})
+        self.failovers.append(event)
+        self._pending_recovery.append((event, moved))
+
+    # -- results ---------------------------------------------------------------------------------
+    def metrics(self, elapsed: float) -> dict[str, object]:
+        tr = self.transport
+        fcts = sorted(m.completed - (m.first_sent or m.queued_at) for m in tr.done)
+        st = tr.stats
+        return {
+            "role": "send",
+            "wall_start": self._wall_start,
+            "elapsed_s": elapsed,
+            "cpu_s": time.process_time() - self._cpu_start,
+            "messages_queued": self._messages_added,
+            "messages_completed": len(tr.done),
+            "message_size": self.cfg.msg_size,
+            "message_crc32": self.crcs[:10000],
+            "fct_list_s": [m.completed - (m.first_sent or m.queued_at)
+                           for m in tr.done[:10000]],  # per message, in message order
+            "fct_s": {"avg": sum(fcts) / len(fcts) if fcts else None,
+                      "p50": fcts[len(fcts) // 2] if fcts else None,
+                      "p99": fcts[min(len(fcts) - 1, int(len(fcts) * 0.99))] if fcts else None,
+                      "max": fcts[-1] if fcts else None},
+            "srtt_s": tr.srtt, "rto_s": tr.rto,
+            "cells": {"frame_bytes": self.frame_len, **st.__dict__,
+                      "retransmits": st.retx_sack + st.retx_nak + st.retx_timeout
+                      + st.retx_failover,
+                      "cells_per_s": st.cells_sent / elapsed if elapsed > 0 else 0.0},
+            "cnps_received": self.cnps,
+            "credit_probes": self.credit_probes,
+            "malformed": self.malformed,
+            "rate_control": self.cc.summary(),
+            # seconds since the start (wall_start + t is wall-clock time), bits per second
+            "rate_history": [[t - self._start, r] for t, r in self.cc.history[-2000:]],
+            "ports": [{"iface": p.ifname, "sent": p.sent, "send_errors": p.send_errors,
+                       "up": p.up, "events": p.events} for p in self.ports],
+            "failovers": [{k: v for k, v in e.items() if k != "detected_at"}
+                          for e in self.failovers],
+        }

@@ -1,0 +1,395 @@
+"""Lowering statements to BMv2 action primitives: assignments, header validity, stack
+push/pop, v1model externs (registers, counters, meters, hash, random, clone, digest,
+resubmit/recirculate, truncate, log_msg, assert/assume), `if` via _jump_if_zero, exit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from p4sim.backend.json_expr import Env, ExprLowering
+from p4sim.backend.refs import (
+    LEAF,
+    DataRef,
+    DynElemRef,
+    FieldRef,
+    HeaderRef,
+    Json,
+    ObjRef,
+    Ref,
+    StackRef,
+    StructRef,
+    UnionRef,
+    as_param,
+    b2d,
+    expr,
+    hexstr,
+)
+from p4sim.frontend import ast as A
+from p4sim.frontend import types as T
+from p4sim.frontend.errors import CompileError, unsupported
+
+HASH_ALGOS = {"crc32": "crc32", "crc32_custom": "crc32_custom", "crc16": "crc16",
+              "crc16_custom": "crc16_custom", "random": "random", "identity": "identity",
+              "csum16": "csum16", "xor16": "xor16"}
+
+
+def prim(op: str, params: list[Json], node: Any = None, si: Any = None) -> Json:
+    p: Json = {"op": op, "parameters": [as_param(x) for x in params]}
+    if si is not None and node is not None:
+        p["source_info"] = si(node)
+    return p
+
+
+class ActionLowering(ExprLowering):
+    # Provided by the program builder.
+    source_info: Any
+    alloc_local: Any
+    add_calculation: Any
+    add_learn_list: Any
+    add_field_list: Any
+    alloc_temp: Any
+
+    return_patches: list[list[Json]] = []
+    note_called_action: Any
+
+    def stmts_to_prims(self, stmts: list[A.Stmt], env: Env, out: list[Json]) -> None:
+        for s in stmts:
+            self.stmt_to_prims(s, env, out)
+
+    def body_to_prims(self, stmts: list[A.Stmt], env: Env, out: list[Json]) -> None:
+        """An action or function body: `return` jumps past its last primitive."""
+        self.return_patches.append([])
+        self.stmts_to_prims(stmts, env, out)
+        for jmp in self.return_patches.pop():
+            jmp["parameters"][0] = hexstr(len(out))
+
+    def stmt_to_prims(self, s: A.Stmt, env: Env, out: list[Json]) -> None:
+        # Functions called inside the statement put their bodies just before it.
+        self.pre_prims.append(out)
+        try:
+            self.lower_stmt(s, env, out)
+        finally:
+            self.pre_prims.pop()
+
+    def lower_stmt(self, s: A.Stmt, env: Env, out: list[Json]) -> None:
+        if isinstance(s, A.Block):
+            self.stmts_to_prims(s.stmts, Env(env), out)
+        elif isinstance(s, A.Assign) and isinstance(s.lhs, A.Slice):
+            dst, value = self.slice_assign(s.lhs, s.rhs, env)
+            out.append(prim("assign", [dst, value], s, self.source_info))
+        elif isinstance(s, A.Assign):
+            self.assign(self.ref(s.lhs, env), s.rhs, env, out, s)
+        elif isinstance(s, A.VarDecl):
+            r = self.alloc_local(s, env)
+            env.bind(s, r)
+            if s.init is not None:
+                self.assign(r, s.init, env, out, s)
+        elif isinstance(s, A.CallStmt):
+            self.call_to_prims(s.call, env, out)
+        elif isinstance(s, A.If):
+            # Primitive index of the jump target is patched once the branch length is known.
+            cond = b2d(self.cond(s.cond, env))
+            jz = prim("_jump_if_zero", [cond, hexstr(0)], s.cond, self.source_info)
+            out.append(jz)
+            self.stmt_to_prims(s.then, Env(env), out)
+            if s.other is not None:
+                jmp = prim("_jump", [hexstr(0)])
+                out.append(jmp)
+                jz["parameters"][1] = hexstr(len(out))
+                self.stmt_to_prims(s.other, Env(env), out)
+                jmp["parameters"][0] = hexstr(len(out))
+            else:
+                jz["parameters"][1] = hexstr(len(out))
+        elif isinstance(s, A.Exit):
+            out.append(prim("exit", [], s, self.source_info))
+        elif isinstance(s, A.EmptyStmt):
+            pass
+        elif isinstance(s, A.Return):
+            if not self.return_patches:
+                raise unsupported(s.loc, "'return' here")
+            if s.value is not None:
+                if not self.fn_returns:
+                    raise unsupported(s.loc, "'return' with a value here")
+                self.assign(self.fn_returns[-1], s.value, env, out, s)
+            jmp = prim("_jump", [hexstr(0)], s, self.source_info)
+            self.return_patches[-1].append(jmp)
+            out.append(jmp)
+        elif isinstance(s, A.Switch):
+            raise unsupported(s.loc, "'switch' inside an action")
+        else:
+            raise unsupported(s.loc, f"statement {type(s).__name__} in an action")
+
+    # ---- assignment ---------------------------------------------------------------------------
+    def slice_assign(self, lhs: A.Slice, rhs: A.Expr, env: Env) -> tuple[Json, Json]:
+        """`f[hi:lo] = v` writes the whole field: (f & ~m) | ((v << lo) & m)."""
+        lo = 0
+        target: A.Expr = lhs
+        while isinstance(target, A.Slice):  # nested slices add up their offsets
+            lo += target.lo.const
+            target = target.expr
+        width = lhs.hi.const - lhs.lo.const + 1
+        r = self.ref(target, env)
+        if not isinstance(r, LEAF) or isinstance(r, DataRef):
+            raise CompileError(lhs.loc, "cannot assign to this expression")
+        fw = T.bit_width(target.type)
+        mask = ((1 << width) - 1) << lo
+        keep = expr("&", r.json(), hexstr(((1 << fw) - 1) & ~mask, fw))
+        value = self.data(rhs, env)
+        if lo:
+            value = expr("<<", value, hexstr(lo, 8))
+        new = expr("|", keep, expr("&", value, hexstr(mask, fw)))
+        return r.json(), new
+
+    def assign(self, dst: Ref, rhs: A.Expr, env: Env, out: list[Json], node: Any) -> None:
+        if isinstance(dst, LEAF) and not isinstance(dst, DataRef):
+            op = "assign_VL" if isinstance(dst.type, T.VarbitT) else "assign"
+            out.append(prim(op, [dst.json(), self.data(rhs, env)], node, self.source_info))
+            return
+        if isinstance(dst, (HeaderRef, DynElemRef)):
+            if isinstance(rhs, (A.ListExpr, A.StructInit)) and isinstance(dst, HeaderRef):
+                # a header from a list or struct initializer: valid, then field by field
+                out.append(prim("add_header", [dst.json()], node, self.source_info))
+                items = (rhs.items if isinstance(rhs, A.ListExpr)
+                         else [fe for _, fe in sorted(rhs.fields, key=lambda f: list(
+                             dst.type.fields).index(f[0]))])
+                for fname, item in zip(dst.type.fields, items):
+                    self.assign(FieldRef(dst.name, fname, dst.type.fields[fname]), item, env,
+                                out, node)
+                return
+            if isinstance(rhs, (A.ListExpr, A.StructInit)):
+                raise unsupported(rhs.loc, "assigning a list to a header stack element")
+            src = self.ref(rhs, env)
+            out.append(prim("assign_header", [dst.json(), src.json()], node, self.source_info))
+            return
+        if isinstance(dst, UnionRef):
+            src = self.ref(rhs, env)
+            out.append(prim("assign_union", [dst.json(), src.json()], node, self.source_info))
+            return
+        if isinstance(dst, StackRef):
+            src = self.ref(rhs, env)
+            out.append(prim("assign_header_stack", [dst.json(), src.json()], node,
+                            self.source_info))
+            return
+        if isinstance(dst, StructRef):
+            if isinstance(rhs, A.StructInit):
+                for name, fe in rhs.fields:
+                    self.assign(dst.fields[name], fe, env, out, node)
+                return
+            if isinstance(rhs, A.ListExpr):
+                for sub, fe in zip(dst.fields.values(), rhs.items):
+                    self.assign(sub, fe, env, out, node)
+                return
+            src = self.ref(rhs, env)
+            if not isinstance(src, StructRef):
+                raise unsupported(rhs.loc, "this struct-valued expression")
+            for name, sub in dst.fields.items():
+                self.assign_ref(sub, src.fields[name], out, node)
+            return
+        raise CompileError(node.loc, "cannot assign to this expression")
+
+    def assign_ref(self, dst: Ref, src: Ref, out: list[Json], node: Any) -> None:
+        if isinstance(dst, StructRef):
+            assert isinstance(src, StructRef)
+            for name, sub in dst.fields.items():
+                self.assign_ref(sub, src.fields[name], out, node)
+        elif isinstance(dst, (HeaderRef, DynElemRef)):
+            out.append(prim("assign_header", [dst.json(), src.json()], node, self.source_info))
+        elif isinstance(dst, StackRef):
+            out.append(prim("assign_header_stack", [dst.json(), src.json()], node,
+                            self.source_info))
+        else:
+            out.append(prim("assign", [dst.json(), src.json()], node, self.source_info))
+
+    # ---- calls --------------------------------------------------------------------------------
+    def call_to_prims(self, c: A.Call, env: Env, out: list[Json]) -> None:
+        tgt = c.target
+        kind = tgt[0]
+        si = self.source_info
+        if kind == "builtin":
+            name, base = tgt[1], tgt[2]
+            r = self.ref(base, env)
+            if name in ("setValid", "setInvalid"):
+                out.append(prim("add_header" if name == "setValid" else "remove_header",
+                                [r.json()], c, si))
+            elif name in ("push_front", "pop_front"):
+                out.append(prim("push" if name == "push_front" else "pop",
+                                [r.json(), hexstr(tgt[3])], c, si))
+            else:
+                raise unsupported(c.loc, f"{name}() as a statement")
+            return
+        if kind == "action":
+            self.inline_action(c, tgt[1], env, out)
+            return
+        if kind == "function":
+            fn = tgt[1]
+            if fn.body is None:
+                self.extern_function(c, fn, tgt[2], env, out)
+            else:
+                self.inline_void_function(c, fn, env, out)
+            return
+        if kind == "method":
+            self.extern_method(c, tgt[1], tgt[2], env, out)
+            return
+        raise unsupported(c.loc, f"{kind} call here")
+
+    def inline_action(self, c: A.Call, act: A.ActionDecl, env: Env, out: list[Json]) -> None:
+        inner = Env(env)
+        for a, p in zip(c.args, act.params):
+            if a.expr is None:
+                raise unsupported(a.loc, "'_' as an action argument")
+            if p.direction in ("out", "inout"):
+                inner.bind(p, self.ref(a.expr, env))
+            else:
+                inner.bind(p, DataRef(self.data(a.expr, env) if p.rtype != T.BOOL
+                                      else self.rvalue(a.expr, env), p.rtype))
+        self.body_to_prims(act.body.stmts, inner, out)
+
+    def inline_void_function(self, c: A.Call, fn: A.FunctionDecl, env: Env,
+                             out: list[Json]) -> None:
+        assert fn.body is not None
+        inner = Env(env)
+        for a, p in zip(c.args, fn.params):
+            assert a.expr is not None
+            inner.bind(p, self.ref(a.expr, env) if p.direction else
+                       DataRef(self.data(a.expr, env), p.rtype))
+        self.body_to_prims(fn.body.stmts, inner, out)
+
+    def arg(self, c: A.Call, i: int) -> A.Expr:
+        e = c.args[i].expr
+        if e is None:
+            raise unsupported(c.loc, "'_' arguments to externs")
+        return e
+
+    def field_arg(self, c: A.Call, i: int, env: Env) -> Json:
+        r = self.ref(self.arg(c, i), env)
+        if not isinstance(r, LEAF) or isinstance(r, DataRef):
+            raise CompileError(c.args[i].loc, "expected a field to write the result to")
+        return r.json()
+
+    def extern_function(self, c: A.Call, fn: A.FunctionDecl, bind: dict[str, T.Type],
+                        env: Env, out: list[Json]) -> None:
+        n = fn.name
+        si = self.source_info
+        if n == "mark_to_drop":
+            if c.args:
+                out.append(prim("mark_to_drop", [{"type": "header",
+                                                  "value": "standard_metadata"}], c, si))
+            else:  # the deprecated argument-less form is BMv2's legacy `drop`
+                out.append(prim("drop", [], c, si))
+        elif n == "hash":
+            algo = self.enum_member(self.arg(c, 1))
+            inputs = []
+            for j in self.flatten(self.arg(c, 3), env):
+                if j.get("type") in ("expression", "runtime_data"):
+                    # BMv2 hashes fields and constants only: compute into a temporary first
+                    tmp = self.alloc_temp(j.pop("bitwidth"), env, "hash_in")
+                    out.append(prim("assign", [tmp.json(), j], c, si))
+                    j = tmp.json()
+                inputs.append(j)
+            calc = self.add_calculation(HASH_ALGOS[algo], inputs, c)
+            out.append(prim("modify_field_with_hash_based_offset",
+                            [self.field_arg(c, 0, env), self.data(self.arg(c, 2), env),
+                             {"type": "calculation", "value": calc},
+                             self.data(self.arg(c, 4), env)], c, si))
+        elif n == "random":
+            out.append(prim("modify_field_rng_uniform",
+                            [self.field_arg(c, 0, env), self.data(self.arg(c, 1), env),
+                             self.data(self.arg(c, 2), env)], c, si))
+        elif n in ("clone", "clone3", "clone_preserving_field_list"):
+            ctype = self.enum_member(self.arg(c, 0))
+            op = ("clone_ingress_pkt_to_egress" if ctype == "I2E"
+                  else "clone_egress_pkt_to_egress")
+            fl = 0
+            if n == "clone_preserving_field_list":
+                fl = self.add_field_list(self.arg(c, 2), c)
+            elif n == "clone3":
+                fl = self.add_field_list_from(self.flatten(self.arg(c, 2), env), c)
+            out.append(prim(op, [self.data(self.arg(c, 1), env), hexstr(fl)], c, si))
+        elif n in ("resubmit_preserving_field_list", "recirculate_preserving_field_list",
+                   "resubmit", "recirculate"):
+            op = "resubmit" if n.startswith("resubmit") else "recirculate"
+            if n.endswith("field_list"):
+                fl = self.add_field_list(self.arg(c, 0), c)
+            else:
+                fl = self.add_field_list_from(self.flatten(self.arg(c, 0), env), c)
+            out.append(prim(op, [hexstr(fl)], c, si))
+        elif n == "digest":
+            data = self.arg(c, 1)
+            if not isinstance(data.type, T.StructT):
+                raise unsupported(data.loc, "digest of a value that is not a struct")
+            lid = self.add_learn_list(data.type, self.flatten(data, env), c)
+            out.append(prim("generate_digest", [self.data(self.arg(c, 0), env), hexstr(lid)],
+                            c, si))
+        elif n == "truncate":
+            out.append(prim("truncate", [self.data(self.arg(c, 0), env)], c, si))
+        elif n in ("assert", "assume"):
+            out.append(prim(n, [self.cond(self.arg(c, 0), env)], c, si))
+        elif n == "log_msg":
+            s = self.arg(c, 0)
+            assert isinstance(s, A.StrLit)
+            vals = self.flatten(self.arg(c, 1), env) if len(c.args) > 1 else []
+            out.append(prim("log_msg", [{"type": "string", "value": s.value},
+                                        {"type": "parameters_vector", "value": vals}], c, si))
+        elif n in ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
+                   "update_checksum_with_payload"):
+            raise unsupported(c.loc, f"{n} outside the checksum controls")
+        elif n == "verify":
+            raise CompileError(c.loc, "verify() may only be called in a parser")
+        elif n == "static_assert":
+            pass  # already checked while type checking
+        else:
+            raise unsupported(c.loc, f"extern function {n}")
+
+    def add_field_list_from(self, fields: list[Json], c: A.Call) -> int:
+        return self.add_field_list(None, c, fields)
+
+    def enum_member(self, e: A.Expr) -> str:
+        v = getattr(e, "const", None)
+        if not isinstance(v, tuple):
+            raise CompileError(e.loc, "expected an enum constant")
+        return v[1]
+
+    def extern_method(self, c: A.Call, inst: A.Expr, m: A.MethodDecl, env: Env,
+                      out: list[Json]) -> None:
+        r = self.ref(inst, env)
+        if not isinstance(r, ObjRef):
+            raise unsupported(c.loc, "method call on this expression")
+        ext = r.decl.name if isinstance(r.decl, A.ExternDecl) else r.kind
+        si = self.source_info
+        name = m.name
+        if ext == "register":
+            ra = {"type": "register_array", "value": r.name}
+            if name == "read":
+                out.append(prim("register_read", [self.field_arg(c, 0, env), ra,
+                                                  self.data(self.arg(c, 1), env)], c, si))
+            else:
+                out.append(prim("register_write", [ra, self.data(self.arg(c, 0), env),
+                                                   self.data(self.arg(c, 1), env)], c, si))
+        elif ext == "counter":
+            out.append(prim("count", [{"type": "counter_array", "value": r.name},
+                                      self.data(self.arg(c, 0), env)], c, si))
+        elif ext == "direct_counter":
+            pass  # direct counters count on every hit of their table
+        elif ext == "meter":
+            out.append(prim("execute_meter", [{"type": "meter_array", "value": r.name},
+                                              self.data(self.arg(c, 0), env),
+                                              self.field_arg(c, 1, env)], c, si))
+        elif ext == "direct_meter":
+            self.direct_meter_read(r, self.field_arg(c, 0, env), c)
+        elif ext in ("packet_in", "packet_out"):
+            raise CompileError(c.loc, f"{ext}.{name}() may only be used in a parser/deparser")
+        else:
+            raise unsupported(c.loc, f"extern {ext}.{name}")
+
+    def direct_meter_read(self, r: ObjRef, target: Json, c: A.Call) -> None:
+        raise unsupported(c.loc, "direct_meter.read outside a table action")
+
+    def ref_for_local(self, r: Ref) -> Ref:
+        return r
+
+
+def is_const_true(e: A.Expr) -> bool:
+    return getattr(e, "const", None) is True
+
+
+__all__ = ["ActionLowering", "FieldRef", "HeaderRef", "StructRef", "is_const_true"]

@@ -1,0 +1,489 @@
+"""Lowering controls to BMv2 pipelines: the apply block becomes a graph of tables and
+conditionals (p4c's way: straight-line statements go into a synthesized action run by a
+hidden keyless table; `hit`/`miss`/`action_run` become next_tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from p4sim.backend.json_actions import ActionLowering, prim
+from p4sim.backend.json_expr import Env
+from p4sim.backend.naming import expr_text, qualify
+from p4sim.backend.refs import (
+    DataRef,
+    FieldRef,
+    HeaderRef,
+    Json,
+    ObjRef,
+    hex_padded,
+    hexstr,
+)
+from p4sim.backend.refs import (
+    expr as mk,
+)
+from p4sim.frontend import ast as A
+from p4sim.frontend import types as T
+from p4sim.frontend.errors import CompileError, unsupported
+
+
+class ControlLowering(ActionLowering):
+    actions_json: list[Json]
+    action_ids: dict[Any, int]
+    pipeline: Json
+    cond_count: int
+    hidden_tables: set[str]
+    hidden_actions: set[str]
+    tables_applied: dict[str, A.TableDecl]
+    table_info: list[tuple[str, A.TableDecl, Env]]
+    register_instance: Any
+    counter_arrays: list[Json]
+    meter_arrays: list[Json]
+    globals_env: Env
+    synth_count: int
+    note_called_action: Any
+
+    # ---- controls -----------------------------------------------------------------------------
+    def lower_control(self, decl: A.ControlDecl, env: Env) -> str | None:
+        init: list[A.Stmt] = []
+        for d in decl.locals:
+            self.declare_local(d, env, init)
+        assert decl.body is not None
+        body = init + list(decl.body.stmts)
+        self.ret_targets.append(None)
+        first = self.build_seq(body, None, env)
+        self.ret_targets.pop()
+        return first
+
+    def declare_local(self, d: A.Node, env: Env, init: list[A.Stmt]) -> None:
+        if isinstance(d, A.Instance):
+            env.bind(d, self.register_instance(d, env.prefix))
+        elif isinstance(d, A.TableDecl):
+            env.bind(d, ObjRef("table", qualify(d, env.prefix), d))
+            for inst in d.synthetic:  # instances written inside table properties
+                env.bind(inst, self.register_instance(inst, env.prefix))
+        elif isinstance(d, A.VarDecl):
+            if d.const:
+                return
+            env.bind(d, self.alloc_local(d, env))
+            if d.init is not None:
+                init.append(A.Assign(d.loc, A.Name(d.loc, d.name), d.init))
+                init[-1].lhs.decl = d  # type: ignore[attr-defined]
+                init[-1].lhs.type = d.type  # type: ignore[attr-defined]
+        elif isinstance(d, A.ActionDecl):
+            pass  # lowered when a table or call uses it
+        elif isinstance(d, A.ValueSetDecl):
+            raise unsupported(d.loc, "value_set in a control")
+
+    # ---- the apply graph ------------------------------------------------------------------------
+    ret_targets: list[str | None] = []
+
+    def build_seq(self, stmts: list[A.Stmt], nxt: str | None, env: Env) -> str | None:
+        env = Env(env)
+        for s in stmts:  # bind locals first: later statements are lowered before earlier ones
+            if isinstance(s, A.VarDecl) and not s.const:
+                env.bind(s, self.alloc_local(s, env))
+        node = nxt
+        pending: list[A.Stmt] = []
+        for s in reversed(stmts):
+            if isinstance(s, A.Exit):
+                node = None
+                pending = [s]
+                continue
+            if isinstance(s, A.Return):
+                node = self.ret_targets[-1]
+                pending = []
+                continue
+            rhs = s.rhs if isinstance(s, A.Assign) else (
+                s.init if isinstance(s, A.VarDecl) else None)
+            hm = self.hit_miss(rhs) if rhs is not None else None
+            if hm is not None:  # `b = t.apply().hit;`: each outcome sets b, then goes on
+                node = self.flush(pending, node, env)
+                pending = []
+                dst = env.get(s) if isinstance(s, A.VarDecl) else self.ref(s.lhs, env)
+                call, hit = hm
+                outcome = {}
+                for key, value in (("__HIT__", hit), ("__MISS__", not hit)):
+                    aname = self.unique_action("act")
+                    aid = self.add_action_json(aname, [], [prim("assign", [
+                        dst.json(), hexstr(int(value), 1)], s, self.source_info)], s)
+                    self.hidden_actions.add(aname)
+                    outcome[key] = self.dummy_table(self.unique_table("tbl_" + aname), aname,
+                                                    aid, [], node, s)
+                node = self.apply_table(call, env, outcome, node, hitmiss=True)
+                continue
+            if self.is_simple(s):
+                if isinstance(s, A.VarDecl) and s.init is None:
+                    continue
+                pending.insert(0, s)
+                continue
+            node = self.flush(pending, node, env)
+            pending = []
+            node = self.build_stmt(s, node, env)
+        return self.flush(pending, node, env)
+
+    def is_simple(self, s: A.Stmt) -> bool:
+        if isinstance(s, (A.Assign, A.VarDecl, A.EmptyStmt)):
+            return True
+        if isinstance(s, A.CallStmt):
+            return s.call.target[0] not in ("table_apply", "control_apply")
+        return False
+
+    def flush(self, stmts: list[A.Stmt], nxt: str | None, env: Env) -> str | None:
+        stmts = [s for s in stmts if not isinstance(s, A.EmptyStmt)]
+        if not stmts:
+            return nxt
+        c = stmts[0].call if len(stmts) == 1 and isinstance(stmts[0], A.CallStmt) else None
+        if c is not None and c.target[0] == "action" and all(
+                a.expr is not None and getattr(a.expr, "const", None) is not None
+                for a in c.args) and not any(p.direction for p in c.target[1].params):
+            act: A.ActionDecl = c.target[1]
+            aname, aid = self.action_for(act, env_of_action(act, env, self), [])
+            data = [hex_padded(int(self.const_int_of(a.expr)), T.bit_width(p.rtype))
+                    for a, p in zip(c.args, act.params)]
+            tname = self.unique_table("tbl_" + act.name)
+            return self.dummy_table(tname, aname, aid, data, nxt, stmts[0])
+        prims: list[Json] = []
+        for s in stmts:
+            if isinstance(s, A.VarDecl):
+                assert s.init is not None
+                r = env.get(s)
+                assert r is not None
+                self.assign(r, s.init, env, prims, s)
+            else:
+                if isinstance(s, A.CallStmt) and s.call.target[0] == "action":
+                    # p4c gives an action called from the apply block its own table, so it is
+                    # in the P4Info; calls nested in actions are simply inlined
+                    self.note_called_action(s.call.target[1], s.call, env)
+                self.stmt_to_prims(s, env, prims)
+        aname = self.unique_action("act")
+        aid = self.add_action_json(aname, [], prims, stmts[0])
+        self.hidden_actions.add(aname)
+        tname = self.unique_table("tbl_" + aname)
+        return self.dummy_table(tname, aname, aid, [], nxt, stmts[0])
+
+    def const_int_of(self, e: A.Expr) -> int:
+        v = e.const
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, tuple):
+            j = self.const_json(v, e.type)
+            return int(j["value"], 16)
+        return v
+
+    def dummy_table(self, tname: str, aname: str, aid: int, data: list[str], nxt: str | None,
+                    node: Any) -> str:
+        self.hidden_tables.add(tname)
+        self.pipeline["tables"].append({
+            "name": tname, "id": self.next_table_id(), "source_info": self.source_info(node),
+            "key": [], "match_type": "exact", "type": "simple", "max_size": 1024,
+            "with_counters": False, "support_timeout": False, "direct_meters": None,
+            "action_ids": [aid], "actions": [aname], "base_default_next": nxt,
+            "next_tables": {aname: nxt},
+            "default_entry": {"action_id": aid, "action_const": True, "action_data": data,
+                              "action_entry_const": True}})
+        return tname
+
+    def build_stmt(self, s: A.Stmt, nxt: str | None, env: Env) -> str | None:
+        if isinstance(s, A.Block):
+            return self.build_seq(s.stmts, nxt, env)
+        if self.is_simple(s) or isinstance(s, (A.Exit, A.Return)):  # an unbraced branch
+            return self.build_seq([s], nxt, env)
+        if isinstance(s, A.CallStmt):
+            tgt = s.call.target
+            if tgt[0] == "table_apply":
+                return self.apply_table(s.call, env, {}, nxt)
+            return self.apply_control(s.call, env, nxt)
+        if isinstance(s, A.If):
+            then = self.build_stmt(s.then, nxt, env)
+            other = self.build_stmt(s.other, nxt, env) if s.other is not None else nxt
+            hm = self.hit_miss(s.cond)
+            if hm is not None:
+                call, hit = hm
+                nt = {"__HIT__": then, "__MISS__": other} if hit else {
+                    "__HIT__": other, "__MISS__": then}
+                return self.apply_table(call, env, nt, nxt, hitmiss=True)
+            name = f"node_{self.next_cond_id()}"
+            self.pipeline["conditionals"].append({
+                "name": name, "id": self.cond_count - 1, "source_info": self.source_info(s.cond),
+                "expression": self.cond(s.cond, env), "true_next": then, "false_next": other})
+            return name
+        if isinstance(s, A.Switch):
+            return self.build_switch(s, nxt, env)
+        raise unsupported(s.loc, f"statement {type(s).__name__} in a control")
+
+    def hit_miss(self, e: A.Expr) -> tuple[A.Call, bool] | None:
+        neg = False
+        while isinstance(e, A.Unary) and e.op == "!":
+            neg = not neg
+            e = e.expr
+        if isinstance(e, A.Member) and e.name in ("hit", "miss") and isinstance(
+                e.expr, A.Call) and e.expr.target and e.expr.target[0] == "table_apply":
+            return e.expr, (e.name == "hit") != neg
+        return None
+
+    def build_switch(self, s: A.Switch, nxt: str | None, env: Env) -> str | None:
+        if s.kind == "action_run":
+            call = s.expr.expr  # type: ignore[attr-defined]
+            table = call.target[1]
+            nt: dict[str, str | None] = {}
+            default_node = nxt
+            body_node = nxt
+            for case in reversed(s.cases):
+                if case.body is not None:
+                    body_node = self.build_seq(case.body.stmts, nxt, env)
+                for lab in case.labels:
+                    if isinstance(lab, A.DefaultExpr):
+                        default_node = body_node
+                    else:
+                        nt[id(lab.decl)] = body_node  # type: ignore[index]
+            tref = self.ref_table(call, env)
+            names = {}
+            for act, acall, _ in table.action_list:
+                aname, _ = self.table_action(act, acall, tref, env)
+                names[aname] = nt.get(id(act), default_node)  # type: ignore[arg-type]
+            return self.apply_table(call, env, names, nxt)
+        # switch on a value: a chain of conditionals
+        node = nxt
+        default_node = nxt
+        bodies: list[tuple[list[A.Expr], str | None]] = []
+        body_node = nxt
+        for case in reversed(s.cases):
+            if case.body is not None:
+                body_node = self.build_seq(case.body.stmts, nxt, env)
+            bodies.insert(0, (case.labels, body_node))
+        for labels, bnode in reversed(bodies):
+            for lab in labels:
+                if isinstance(lab, A.DefaultExpr):
+                    default_node = bnode
+        node = default_node
+        for labels, bnode in reversed(bodies):
+            for lab in labels:
+                if isinstance(lab, A.DefaultExpr):
+                    continue
+                name = f"node_{self.next_cond_id()}"
+                self.pipeline["conditionals"].append({
+                    "name": name, "id": self.cond_count - 1, "source_info": self.source_info(lab),
+                    "expression": mk("==", self.data(s.expr, env), self.data(lab, env)),
+                    "true_next": bnode, "false_next": node})
+                node = name
+        return node
+
+    def apply_control(self, call: A.Call, env: Env, nxt: str | None) -> str | None:
+        base = call.target[1]
+        if isinstance(base, A.Name) and isinstance(base.decl, A.ControlDecl):
+            # `Type.apply(...)`: an implicit instance named after the type
+            inst = ObjRef("control", qualify(base.decl, env.prefix), base.decl)
+        else:
+            inst = self.ref(base, env)
+        if not isinstance(inst, ObjRef) or inst.kind != "control":
+            raise unsupported(call.loc, "applying this control")
+        decl: A.ControlDecl = inst.decl
+        inner = Env(self.globals_env, prefix=inst.name)
+        for a, p in zip(call.args, decl.params):
+            assert a.expr is not None
+            inner.bind(p, self.ref(a.expr, env) if p.direction in ("out", "inout") or isinstance(
+                p.rtype, (T.StructT, T.StackT)) else DataRef(self.data(a.expr, env), p.rtype))
+        key = inst.name
+        if key in self.applied_controls:
+            raise unsupported(call.loc, f"applying control instance {inst.name} twice")
+        self.applied_controls.add(key)
+        init: list[A.Stmt] = []
+        for d in decl.locals:
+            self.declare_local(d, inner, init)
+        assert decl.body is not None
+        self.ret_targets.append(nxt)
+        first = self.build_seq(init + list(decl.body.stmts), nxt, inner)
+        self.ret_targets.pop()
+        return first
+
+    applied_controls: set[str] = set()
+
+    # ---- tables -------------------------------------------------------------------------------
+    def ref_table(self, call: A.Call, env: Env) -> ObjRef:
+        base = call.func.expr  # type: ignore[attr-defined]
+        r = self.ref(base, env)
+        assert isinstance(r, ObjRef)
+        return r
+
+    def table_action(self, act: A.ActionDecl, acall: A.Call | None, tref: ObjRef,
+                     env: Env) -> tuple[str, int]:
+        aenv = env_of_action(act, env, self)
+        bound: list[Any] = []
+        if acall is not None:
+            for a, p in zip(acall.args, act.params):
+                if p.direction:
+                    assert a.expr is not None
+                    bound.append((p, self.ref(a.expr, env)))
+        return self.action_for(act, aenv, bound)
+
+    def apply_table(self, call: A.Call, env: Env, nt: dict[str, str | None], nxt: str | None,
+                    hitmiss: bool = False) -> str:
+        tref = self.ref_table(call, env)
+        t: A.TableDecl = tref.decl
+        if tref.name in self.tables_applied:
+            raise unsupported(call.loc, f"table {tref.name} applied more than once")
+        self.tables_applied[tref.name] = t
+        actions = [self.table_action(a, c, tref, env) for a, c, _ in t.action_list]
+        names = [n for n, _ in actions]
+        next_tables = nt if hitmiss else {n: nt.get(n, nxt) for n in names}
+        pre: list[Json] = []
+        keys, selector_inputs = self.table_keys(t, env, pre)
+        kinds = {k["match_type"] for k in keys}
+        mt = ("range" if "range" in kinds else "ternary" if kinds & {"ternary", "optional"}
+              else "lpm" if "lpm" in kinds else "exact")
+        j: Json = {"name": tref.name, "id": self.next_table_id(),
+                   "source_info": self.source_info(t), "key": keys, "match_type": mt,
+                   "type": "simple", "max_size": t.size if t.size is not None else 1024,
+                   "with_counters": False, "support_timeout": False, "direct_meters": None,
+                   "action_ids": [i for _, i in actions], "actions": names,
+                   "base_default_next": nxt, "next_tables": next_tables}
+        props = t.prop_map
+        if "support_timeout" in props:
+            j["support_timeout"] = bool(props["support_timeout"].value.const)
+        if "implementation" in props:
+            prof = self.ref(props["implementation"].value, env)
+            assert isinstance(prof, ObjRef)
+            self.add_action_profile(prof, selector_inputs, t)
+            j["type"] = "indirect_ws" if prof.decl.name == "action_selector" else "indirect"
+            j["action_profile"] = prof.name
+        elif selector_inputs:
+            raise CompileError(t.loc, f"table {t.name} has selector keys but no"
+                               " implementation")
+        if "counters" in props:
+            cref = self.ref(props["counters"].value, env)
+            assert isinstance(cref, ObjRef)
+            self.bind_direct(cref, tref.name, j)
+            j["with_counters"] = True
+        if "meters" in props:
+            mref = self.ref(props["meters"].value, env)
+            assert isinstance(mref, ObjRef)
+            self.bind_direct(mref, tref.name, j)
+            j["direct_meters"] = mref.name
+        dact, dcall, dconst = t.default
+        did = dict(zip([a for a, _, _ in t.action_list], actions))
+        __, daid = did.get(dact) or self.table_action(dact, dcall, tref, env)
+        data = []
+        if dcall is not None:
+            data = [hex_padded(self.const_int_of(a.expr), T.bit_width(p.rtype))
+                    for a, p in zip(dcall.args, dact.params) if not p.direction]
+        if j["type"] == "simple":
+            j["default_entry"] = {"action_id": daid, "action_const": bool(dconst),
+                                  "action_data": data, "action_entry_const": bool(dconst)}
+        if t.entries:
+            j["entries"] = self.table_entries(t, did)
+        self.pipeline["tables"].append(j)
+        self.table_info.append((tref.name, t, env))
+        self.table_pipeline[tref.name] = self.pipeline["id"]
+        if pre:  # computed keys: p4c-style temporaries set by a hidden action just before
+            aname = self.unique_action("act")
+            aid = self.add_action_json(aname, [], pre, t)
+            self.hidden_actions.add(aname)
+            return self.dummy_table(self.unique_table("tbl_" + aname), aname, aid, [],
+                                    tref.name, t)
+        return tref.name
+
+    def table_keys(self, t: A.TableDecl, env: Env, pre: list[Json]
+                   ) -> tuple[list[Json], list[Json]]:
+        keys: list[Json] = []
+        selector: list[Json] = []
+        for k in t.keys:
+            a = A.anno(k.annos, "name")
+            name = a.args[0] if a and a.args else expr_text(k.expr)
+            e, mask = k.expr, None
+            if isinstance(e, A.Slice):
+                hi, lo = e.hi.const, e.lo.const
+                fw = T.bit_width(e.expr.type)
+                mask = hex_padded(((1 << (hi - lo + 1)) - 1) << lo, fw)
+                e = e.expr
+            if isinstance(e, A.Call) and e.target and e.target[:2] == ("builtin", "isValid"):
+                r = self.ref(e.target[2], env)
+                if not isinstance(r, HeaderRef):
+                    raise unsupported(k.loc, "isValid() key on this expression")
+                target: Json = {"type": "field", "value": [r.name, "$valid$"]}
+            else:
+                r = self.ref(e, env) if isinstance(e, (A.Name, A.Member, A.Index)) else None
+                if not isinstance(r, FieldRef):
+                    if mask is not None:  # the slice's base is itself computed
+                        e, mask = k.expr, None
+                    tmp = self.alloc_temp(T.bit_width(e.type), env, "key")
+                    pre.append(prim("assign", [tmp.json(), self.data(e, env)], k,
+                                    self.source_info))
+                    r = tmp
+                target = r.json()
+            if k.match_kind == "selector":
+                selector.append(target)
+                continue
+            if k.match_kind not in ("exact", "lpm", "ternary", "range", "optional"):
+                raise unsupported(k.mk_loc, f"match kind '{k.match_kind}' on BMv2")
+            keys.append({"match_type": k.match_kind, "name": name, "target": target["value"],
+                         "mask": mask})
+        return keys, selector
+
+    def table_entries(self, t: A.TableDecl, did: dict[Any, tuple[str, int]]) -> list[Json]:
+        out: list[Json] = []
+        explicit = [e.prio for e in t.entries if e.prio is not None]
+        top = max(explicit) if explicit else 0
+        for i, ent in enumerate(t.entries):
+            mk: list[Json] = []
+            for kv, k in zip(ent.keys, t.keys):
+                mk.append(entry_key(kv, k))
+            act = ent.act
+            _aname, aid = did[act]
+            data = []
+            if isinstance(ent.action, A.Call):
+                data = [hex_padded(self.const_int_of(a.expr), T.bit_width(p.rtype))
+                        for a, p in zip(ent.action.args, act.params) if not p.direction]
+            prio = (top + 1 - ent.prio) if ent.prio is not None else (i + 1)
+            out.append({"source_info": self.source_info(ent), "match_key": mk,
+                        "action_entry": {"action_id": aid, "action_data": data},
+                        "priority": prio})
+        return out
+
+
+def entry_key(kv: A.Expr, k: A.KeyElement) -> Json:
+    kt = k.expr.type
+    w = T.bit_width(kt)
+    full = (1 << w) - 1
+    mkind = k.match_kind
+
+    def val(e: A.Expr) -> int:
+        v = e.const
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, tuple):
+            et = e.type if isinstance(e.type, T.EnumT) else kt
+            if isinstance(et, T.EnumT):
+                return et.values[v[1]] & full
+            raise CompileError(e.loc, "unsupported: error constants as table key values")
+        return v & full
+
+    if mkind == "exact":
+        return {"match_type": "exact", "key": hex_padded(val(kv), w)}
+    if mkind == "range":
+        if isinstance(kv, A.DefaultExpr):
+            return {"match_type": "range", "start": hex_padded(0, w), "end": hex_padded(full, w)}
+        if isinstance(kv, A.Binary) and kv.op == "..":
+            return {"match_type": "range", "start": hex_padded(val(kv.left), w),
+                    "end": hex_padded(val(kv.right), w)}
+        return {"match_type": "range", "start": hex_padded(val(kv), w),
+                "end": hex_padded(val(kv), w)}
+    if isinstance(kv, A.DefaultExpr):
+        value, mask = 0, 0
+    elif isinstance(kv, A.Binary) and kv.op == "&&&":
+        value, mask = val(kv.left), val(kv.right)
+    else:
+        value, mask = val(kv), full
+    if mkind == "lpm":
+        plen = bin(mask).count("1")
+        if mask != ((full >> (w - plen)) << (w - plen) if plen else 0):
+            raise CompileError(kv.loc, "lpm entry mask must be a prefix")
+        return {"match_type": "lpm", "key": hex_padded(value & mask, w), "prefix_length": plen}
+    return {"match_type": "ternary" if mkind == "ternary" else mkind,
+            "key": hex_padded(value & mask, w), "mask": hex_padded(mask, w)}
+
+
+def env_of_action(act: A.ActionDecl, env: Env, low: Any) -> Env:
+    """Global actions see only global names; control-local ones see the control."""
+    if act in low.global_actions:
+        return low.globals_env
+    return env

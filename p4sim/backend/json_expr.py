@@ -1,0 +1,359 @@
+"""Lowering P4 expressions to BMv2 JSON expression trees (p4c's shapes: arithmetic masked to
+the field width, `d2b`/`b2d` between bool and data, `$valid$` fields, stack operators)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from p4sim.backend.refs import (
+    DataRef,
+    DynElemRef,
+    DynFieldRef,
+    FieldRef,
+    HeaderRef,
+    Json,
+    ObjRef,
+    Ref,
+    StackRef,
+    StructRef,
+    UnionRef,
+    b2d,
+    d2b,
+    expr,
+    hexstr,
+    mask_to,
+)
+from p4sim.frontend import ast as A
+from p4sim.frontend import types as T
+from p4sim.frontend.errors import CompileError, unsupported
+
+
+class Env:
+    """Maps declarations (parameters, locals, instances) to what they denote."""
+
+    def __init__(self, parent: Env | None = None, prefix: str = "") -> None:
+        self.parent = parent
+        self.map: dict[int, Ref] = {}
+        self.prefix = prefix if prefix or parent is None else parent.prefix
+
+    def bind(self, decl: Any, ref: Ref) -> None:
+        self.map[id(decl)] = ref
+
+    def get(self, decl: Any) -> Ref | None:
+        e: Env | None = self
+        while e is not None:
+            r = e.map.get(id(decl))
+            if r is not None:
+                return r
+            e = e.parent
+        return None
+
+
+class ExprLowering:
+    errors: dict[str, int]
+    enum_values: Any
+
+    # ---- constants -------------------------------------------------------------------------------
+    def const_json(self, value: Any, t: T.Type) -> Json:
+        if isinstance(value, bool):
+            return {"type": "bool", "value": value}
+        if isinstance(value, tuple):
+            kind, name = value
+            if kind == "error":
+                return hexstr(self.errors[name], 32)
+            assert isinstance(t, T.EnumT)
+            return hexstr(t.values[name], T.bit_width(t))
+        if isinstance(value, str):  # match kind
+            return {"type": "string", "value": value}
+        return hexstr(value, T.bit_width(t) or None)
+
+    # ---- paths ---------------------------------------------------------------------------------
+    def ref(self, e: A.Expr, env: Env) -> Ref:
+        if isinstance(e, A.Name):
+            d = e.decl
+            r = env.get(d)
+            if r is not None:
+                return r
+            if isinstance(d, A.VarDecl) and d.const and d.value is not None:
+                return DataRef(self.const_json(d.value, d.type), d.type)
+            raise unsupported(e.loc, f"reference to '{e.name}' here")
+        if isinstance(e, A.Member):
+            if isinstance(e.expr.type, T.ObjT):
+                return DataRef(self.rvalue(e, env), e.type)
+            base = self.ref(e.expr, env)
+            return self.member(base, e, env)
+        if isinstance(e, A.Index):
+            base = self.ref(e.expr, env)
+            assert isinstance(base, StackRef)
+            idx = getattr(e.index, "const", None)
+            if idx is not None:
+                return HeaderRef(base.elems[idx], base.type.elem)
+            return DynElemRef(base, self.data(e.index, env), base.type.elem)
+        return DataRef(self.rvalue(e, env), e.type)
+
+    def member(self, base: Ref, e: A.Member, env: Env) -> Ref:
+        name = e.name
+        if isinstance(base, StructRef):
+            return base.fields[name]
+        if isinstance(base, UnionRef):
+            return base.members[name]
+        if isinstance(base, HeaderRef):
+            return FieldRef(base.name, name, e.type)
+        if isinstance(base, DynElemRef):
+            offset = list(base.type.fields).index(name)
+            return DynFieldRef(base, offset, e.type)
+        if isinstance(base, StackRef):
+            if name == "last":
+                return DynElemRef(base, expr("last_stack_index", None, base.json()),
+                                  base.type.elem)
+            if name == "next":  # the element after the last valid one: index = valid count
+                return DynElemRef(base, expr("size_stack", None, base.json()), base.type.elem)
+            if name == "lastIndex":
+                return DataRef(expr("last_stack_index", None, base.json()), e.type)
+            if name == "size":
+                return DataRef(hexstr(base.type.size, 32), e.type)
+            raise unsupported(e.loc, f"header stack '.{name}' in this position")
+        raise unsupported(e.loc, f"member '{name}' of this expression")
+
+    def leaf_json(self, r: Ref, e: A.Expr) -> Json:
+        if isinstance(r, (FieldRef, DynFieldRef)):
+            j = r.json()
+            return d2b(j) if r.type == T.BOOL else j
+        if isinstance(r, DataRef):
+            return r.value
+        if isinstance(r, (HeaderRef, StackRef, DynElemRef, UnionRef)):
+            return r.json()
+        raise unsupported(e.loc, "a struct or object used as a value")
+
+    # ---- values --------------------------------------------------------------------------------
+    def data(self, e: A.Expr, env: Env) -> Json:
+        """A value in data form (bools converted with b2d)."""
+        j = self.rvalue(e, env)
+        return b2d(j) if e.type == T.BOOL and j.get("type") != "bool" else (
+            hexstr(int(j["value"]), 1) if e.type == T.BOOL else j)
+
+    def cond(self, e: A.Expr, env: Env) -> Json:
+        return self.rvalue(e, env)
+
+    def rvalue(self, e: A.Expr, env: Env) -> Json:
+        c = getattr(e, "const", None)
+        if c is not None and not isinstance(e.type, T.ObjT) and e.type != T.MATCH_KIND:
+            return self.const_json(c, e.type)
+        if isinstance(e, (A.Name, A.Index)):
+            return self.leaf_json(self.ref(e, env), e)
+        if isinstance(e, A.Member):
+            if isinstance(e.expr.type, T.ObjT) and e.expr.type.kind == "apply_result":
+                raise unsupported(e.loc, f"'.{e.name}' of a table apply outside an if"
+                                  " condition")
+            return self.leaf_json(self.ref(e, env), e)
+        m = getattr(self, "v_" + type(e).__name__, None)
+        if m is None:
+            raise unsupported(e.loc, f"expression {type(e).__name__} here")
+        return m(e, env)
+
+    def v_Slice(self, e: A.Slice, env: Env) -> Json:
+        hi, lo = e.hi.const, e.lo.const
+        j = self.data(e.expr, env)
+        if lo:
+            j = expr(">>", j, hexstr(lo, 8))
+        return mask_to(j, hi - lo + 1)
+
+    def v_Unary(self, e: A.Unary, env: Env) -> Json:
+        t = e.type
+        if e.op == "!":
+            return expr("not", None, self.cond(e.expr, env))
+        v = self.data(e.expr, env)
+        if e.op == "+":
+            return v
+        if e.op == "~":
+            return self.fix_width(expr("~", None, v), t)
+        return self.fix_width(expr("-", hexstr(0, 8), v), t)
+
+    def fix_width(self, j: Json, t: T.Type) -> Json:
+        if isinstance(t, T.BitT):
+            if t.signed:
+                return expr("two_comp_mod", j, hexstr(t.width, 32))
+            return mask_to(j, t.width)
+        return j
+
+    def v_Binary(self, e: A.Binary, env: Env) -> Json:
+        op = e.op
+        if op in ("&&", "||"):
+            return expr("and" if op == "&&" else "or", self.cond(e.left, env),
+                        self.cond(e.right, env))
+        if op in ("==", "!=") and e.left.type == T.BOOL:
+            return expr(op, self.cond(e.left, env), self.cond(e.right, env))
+        if op in ("==", "!=") and isinstance(e.left.type, T.StructT):
+            same = self.equal_refs(self.ref(e.left, env), self.ref(e.right, env), e)
+            return same if op == "==" else expr("not", None, same)
+        a, b = self.data(e.left, env), self.data(e.right, env)
+        t = e.type
+        if op in ("==", "!=", "<", ">", "<=", ">="):
+            return expr(op, a, b)
+        if op in ("&", "|", "^"):
+            return expr(op, a, b)
+        if op == ">>":
+            return expr(op, a, b)
+        if op == "++":
+            wb = T.bit_width(e.right.type)
+            lhs = mask_to(expr("<<", a, hexstr(wb, 8)), t.width)
+            return self.fix_width(expr("|", lhs, mask_to(b, wb) if e.right.type.signed
+                                       else b), t)
+        if op in ("|+|", "|-|"):
+            sat = "sat_cast" if t.signed else "usat_cast"
+            return expr(sat, expr("+" if op == "|+|" else "-", a, b), hexstr(t.width, 32))
+        if op in ("/", "%"):
+            return self.fix_width(expr(op, a, b), t)
+        return self.fix_width(expr(op, a, b), t)
+
+    def v_Ternary(self, e: A.Ternary, env: Env) -> Json:
+        if e.type == T.BOOL:
+            a, b = self.cond(e.then, env), self.cond(e.other, env)
+        else:
+            a, b = self.data(e.then, env), self.data(e.other, env)
+        return expr("?", a, b, cond=self.cond(e.cond, env))
+
+    def v_Cast(self, e: A.Cast, env: Env) -> Json:
+        to, have = e.type, e.expr.type
+        if to == T.BOOL:
+            if have == T.BOOL:
+                return self.cond(e.expr, env)
+            return d2b(self.data(e.expr, env))
+        v = self.data(e.expr, env)
+        if isinstance(to, T.BitT):
+            hw = T.bit_width(have)
+            if to.signed:
+                return expr("two_comp_mod", v, hexstr(to.width, 32))
+            if isinstance(have, T.BitT) and have.signed:
+                return mask_to(v, to.width)
+            if hw > to.width or isinstance(have, T.IntT):
+                return mask_to(v, to.width)
+            return v
+        return v
+
+    def v_Call(self, e: A.Call, env: Env) -> Json:
+        tgt = e.target
+        if tgt and tgt[0] == "builtin" and tgt[1] == "isValid":
+            r = self.ref(tgt[2], env)
+            if isinstance(r, HeaderRef):
+                return d2b({"type": "field", "value": [r.name, "$valid$"]})
+            if isinstance(r, DynElemRef):
+                return expr("valid", None, r.json())
+            if isinstance(r, UnionRef):
+                return expr("valid_union", None, r.json())
+            raise unsupported(e.loc, "isValid() on this expression")
+        if tgt and tgt[0] == "function":
+            return self.inline_function(e, tgt[1], env)
+        return self.call_value(e, env)
+
+    def equal_refs(self, a: Ref, b: Ref, e: A.Expr) -> Json:
+        """Structs are equal field by field; headers when both are invalid, or both valid with
+        equal fields."""
+        if isinstance(a, StructRef) and isinstance(b, StructRef):
+            parts = [self.equal_refs(a.fields[n], b.fields[n], e) for n in a.fields]
+        elif isinstance(a, HeaderRef) and isinstance(b, HeaderRef):
+            va = d2b({"type": "field", "value": [a.name, "$valid$"]})
+            vb = d2b({"type": "field", "value": [b.name, "$valid$"]})
+            fields = [expr("==", {"type": "field", "value": [a.name, f]},
+                           {"type": "field", "value": [b.name, f]}) for f in a.type.fields]
+            both_valid = va
+            for j in [vb, *fields]:
+                both_valid = expr("and", both_valid, j)
+            return expr("or", expr("and", expr("not", None, va), expr("not", None, vb)),
+                        both_valid)
+        elif isinstance(a, (FieldRef, DataRef)) and isinstance(b, (FieldRef, DataRef)):
+            return expr("==", a.json(), b.json())
+        else:
+            raise unsupported(e.loc, "comparing these values")
+        result: Json = {"type": "bool", "value": True}
+        for j in parts:
+            result = j if result.get("type") == "bool" else expr("and", result, j)
+        return result
+
+    def call_value(self, e: A.Call, env: Env) -> Json:
+        raise unsupported(e.loc, "a call whose value is used in an expression here")
+
+    def inline_function(self, e: A.Call, fn: A.FunctionDecl, env: Env) -> Json:
+        body = fn.body
+        if body is None:
+            raise unsupported(e.loc, f"extern function {fn.name} used as a value")
+        stmts = [s for s in body.stmts if not isinstance(s, A.EmptyStmt)]
+        if len(stmts) != 1 or not isinstance(stmts[0], A.Return) or stmts[0].value is None:
+            return self.inline_function_body(e, fn, env)
+        inner = Env(env)
+        for a, p in zip(e.args, fn.params):
+            if p.direction in ("out", "inout"):
+                raise unsupported(a.loc, "out/inout arguments of functions used as values")
+            assert a.expr is not None
+            r = self.ref(a.expr, env)
+            inner.bind(p, r)
+        return self.rvalue(stmts[0].value, inner)
+
+    pre_prims: list[list[Json]] = []
+    fn_returns: list[Ref] = []
+
+    def inline_function_body(self, e: A.Call, fn: A.FunctionDecl, env: Env) -> Json:
+        """A function with statements, called in an expression: its body runs as primitives
+        just before the statement using it, leaving the result in a temporary."""
+        if not self.pre_prims:
+            raise unsupported(e.loc, f"calling function {fn.name} (which has statements) here")
+        out = self.pre_prims[-1]
+        inner = Env(env)
+        for a, p in zip(e.args, fn.params):
+            assert a.expr is not None
+            inner.bind(p, self.ref(a.expr, env) if p.direction or isinstance(
+                p.rtype, (T.StructT, T.StackT)) else DataRef(self.data(a.expr, env), p.rtype))
+        result = self.alloc_temp(max(T.bit_width(fn.rret), 1), env, f"{fn.name}_ret")
+        result = FieldRef(result.header, result.field, fn.rret)
+        self.fn_returns.append(result)
+        try:
+            self.body_to_prims(fn.body.stmts, inner, out)  # type: ignore[union-attr]
+        finally:
+            self.fn_returns.pop()
+        return self.leaf_json(result, e)
+
+    alloc_temp: Any
+    body_to_prims: Any
+
+    def v_ListExpr(self, e: A.ListExpr, env: Env) -> Json:
+        raise unsupported(e.loc, "a list expression used as a value here")
+
+    # ---- flattening (field lists, digests, hash inputs) ---------------------------------------
+    def flatten(self, e: A.Expr, env: Env) -> list[Json]:
+        """The fields making up a list or struct expression, in order."""
+        if isinstance(e, A.ListExpr):
+            out: list[Json] = []
+            for item in e.items:
+                out.extend(self.flatten(item, env))
+            return out
+        if isinstance(e, A.StructInit):
+            out = []
+            for _, item in e.fields:
+                out.extend(self.flatten(item, env))
+            return out
+        if isinstance(e, (A.Name, A.Member, A.Index)) and not (
+                isinstance(e, A.Member) and isinstance(e.expr.type, T.ObjT)):
+            r = self.ref(e, env)
+            return self.flatten_ref(r, e)
+        j = self.data(e, env)
+        if j.get("type") in ("hexstr", "expression", "runtime_data") and T.bit_width(e.type):
+            j = dict(j, bitwidth=T.bit_width(e.type))  # the width a hash input contributes
+        return [j]
+
+    def flatten_ref(self, r: Ref, e: A.Expr) -> list[Json]:
+        if isinstance(r, StructRef):
+            out: list[Json] = []
+            for sub in r.fields.values():
+                out.extend(self.flatten_ref(sub, e))
+            return out
+        if isinstance(r, HeaderRef):
+            return [{"type": "field", "value": [r.name, f]} for f in r.type.fields]
+        if isinstance(r, (FieldRef, DataRef)):
+            return [r.json()]
+        raise CompileError(e.loc, "cannot use this value in a field list")
+
+    def obj(self, e: A.Expr, env: Env) -> ObjRef:
+        r = self.ref(e, env)
+        if not isinstance(r, ObjRef):
+            raise unsupported(e.loc, "an extern or table reference here")
+        return r

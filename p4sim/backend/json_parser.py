@@ -1,0 +1,501 @@
+"""Lowering parsers (states, extract/set/verify/advance/primitive ops, select transitions
+with masks, ranges and value sets), deparsers (emit order) and checksum controls."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from p4sim.backend.json_actions import HASH_ALGOS, prim
+from p4sim.backend.json_expr import Env
+from p4sim.backend.refs import (
+    DynElemRef,
+    FieldRef,
+    HeaderRef,
+    Json,
+    ObjRef,
+    Ref,
+    StackRef,
+    StructRef,
+    UnionRef,
+    as_param,
+    b2d,
+    hexstr,
+)
+from p4sim.backend.refs import (
+    expr as mk,
+)
+from p4sim.frontend import ast as A
+from p4sim.frontend import types as T
+from p4sim.frontend.errors import CompileError, unsupported
+
+
+def _has_if(b: A.Block) -> bool:
+    return any(isinstance(s, A.If) or (isinstance(s, A.Block) and _has_if(s)) for s in b.stmts)
+
+
+def range_to_masks(lo: int, hi: int, width: int) -> list[tuple[int, int]]:
+    """Cover [lo, hi] with value/mask pairs (aligned power-of-two blocks)."""
+    out: list[tuple[int, int]] = []
+    full = (1 << width) - 1
+    while lo <= hi:
+        size = lo & -lo if lo else 1 << width
+        while size > hi - lo + 1:
+            size >>= 1
+        out.append((lo, full & ~(size - 1)))
+        lo += size
+    return out
+
+
+class ParserLowering:
+    # Provided by the builder / other mixins.
+    ref: Any
+    data: Any
+    cond: Any
+    rvalue: Any
+    stmt_to_prims: Any
+    alloc_local: Any
+    alloc_temp: Any
+    register_instance: Any
+    errors: dict[str, int]
+    source_info: Any
+    flatten: Any
+    slice_assign: Any
+    add_calculation: Any
+    parse_vsets: list[Json]
+    value_sets: list[tuple[str, Any]]
+    state_ids: Any
+
+    def lower_parser(self, decl: A.ParserDecl, env: Env) -> Json:
+        for d in decl.locals:
+            if isinstance(d, A.VarDecl) and not d.const:
+                env.bind(d, self.alloc_local(d, env))
+            elif isinstance(d, A.Instance):
+                env.bind(d, self.register_instance(d, env.prefix))
+            elif isinstance(d, A.ValueSetDecl):
+                name = f"{env.prefix}.{d.name}" if env.prefix else d.name
+                a = A.anno(d.annos, "name")
+                if a and a.args:
+                    name = str(a.args[0]).lstrip(".")
+                width = T.bit_width(d.relem)
+                self.value_sets.append((name, d))
+                self.parse_vsets.append({"name": name, "id": len(self.parse_vsets),
+                                         "compressed_bitwidth": width, "max_size": d.rsize})
+                env.bind(d, ObjRef("value_set", name, d))
+        states: list[Json] = []
+        need_reject = False
+        self.state_names = {st.name for st in decl.states} | {"accept", "reject"}
+        self.state_rename = []
+        self.applied_parsers = set()
+        for st in decl.states:
+            senv = Env(env)
+            ops: list[Json] = []
+            init = [d for d in decl.locals if isinstance(d, A.VarDecl) and d.init is not None
+                    and not d.const] if st.name == "start" else []
+            for d in init:
+                self.parser_assign(senv.get(d), d.init, senv, ops, d)
+            self.lower_state(st.name, list(st.stmts), st, None, senv, ops, states)
+        need_reject = any(t["next_state"] == "reject" for s in states
+                          for t in s["transitions"])
+        if need_reject:
+            states.append({"name": "reject", "id": next(self.state_ids), "parser_ops": [
+                {"op": "verify", "parameters": [{"type": "bool", "value": False},
+                                                hexstr(self.errors["NoMatch"], 32)]}],
+                "transitions": [{"type": "default", "value": None, "mask": None,
+                                 "next_state": None}], "transition_key": []})
+        return {"name": "parser", "id": 0, "init_state": "start", "parse_states": states}
+
+    state_names: set[str] = set()
+    state_rename: list[dict[str, str]] = []
+
+    def lower_state(self, name: str, stmts: list[A.Stmt], st: A.ParserState, goto: str | None,
+                    env: Env, ops: list[Json], states: list[Json]) -> None:
+        """One parse state; an `if` splits it (p4c does the same): the condition goes into a
+        1-bit temporary selected on, each branch gets a state, and both join the rest."""
+        for i, s in enumerate(stmts):
+            if isinstance(s, A.Block) and _has_if(s):
+                self.lower_state(name, list(s.stmts) + stmts[i + 1:], st, goto, env, ops, states)
+                return
+            if isinstance(s, A.CallStmt) and s.call.target[0] == "control_apply":
+                self.inline_subparser(name, s.call, stmts[i + 1:], st, goto, env, ops, states)
+                return
+            if not isinstance(s, A.If):
+                self.parser_stmt(s, env, ops)
+                continue
+            join = self.new_state(f"{name}_join")
+            then_s, else_s = self.new_state(f"{name}_true"), self.new_state(f"{name}_false")
+            tmp = self.alloc_temp(1, env)
+            ops.append({"op": "set", "parameters": [tmp.json(), as_param(
+                b2d(self.cond(s.cond, env)))]})
+            states.append({"name": name, "id": next(self.state_ids), "parser_ops": ops,
+                           "transition_key": [tmp.json()], "transitions": [
+                               {"type": "hexstr", "value": "0x01", "mask": None,
+                                "next_state": then_s},
+                               {"type": "default", "value": None, "mask": None,
+                                "next_state": else_s}]})
+            for bname, branch in ((then_s, s.then), (else_s, s.other)):
+                body = [] if branch is None else (
+                    list(branch.stmts) if isinstance(branch, A.Block) else [branch])
+                self.lower_state(bname, body, st, join, Env(env), [], states)
+            self.lower_state(join, stmts[i + 1:], st, goto, env, [], states)
+            return
+        if goto is not None:
+            key: list[Json] = []
+            trans = [{"type": "default", "value": None, "mask": None, "next_state": goto}]
+        else:
+            key, trans = self.transition(st, env, ops)
+        states.append({"name": name, "id": next(self.state_ids), "parser_ops": ops,
+                       "transitions": trans, "transition_key": key})
+
+    def inline_subparser(self, name: str, call: A.Call, rest: list[A.Stmt], st: A.ParserState,
+                         goto: str | None, env: Env, ops: list[Json],
+                         states: list[Json]) -> None:
+        """`sub.apply(...)`: the sub-parser's states are copied in (p4c inlines them too); its
+        accept continues with the rest of the calling state."""
+        base = call.target[1]
+        if isinstance(base, A.Name) and isinstance(base.decl, A.ParserDecl):
+            inst = ObjRef("parser", f"{env.prefix}.{base.decl.name}" if env.prefix
+                          else base.decl.name, base.decl)
+        else:
+            inst = self.ref(base, env)
+        if not isinstance(inst, ObjRef) or inst.kind != "parser":
+            raise unsupported(call.loc, "applying this parser")
+        decl: A.ParserDecl = inst.decl
+        if inst.name in self.applied_parsers:
+            raise unsupported(call.loc, f"applying parser instance {inst.name} twice")
+        self.applied_parsers.add(inst.name)
+        inner = Env(self.globals_env, prefix=inst.name)
+        for a, p in zip(call.args, decl.params):
+            assert a.expr is not None
+            r = self.ref(a.expr, env)
+            inner.bind(p, r)
+        for d in decl.locals:
+            if isinstance(d, A.VarDecl) and not d.const:
+                inner.bind(d, self.alloc_local(d, inner))
+            elif isinstance(d, A.Instance):
+                inner.bind(d, self.register_instance(d, inner.prefix))
+            elif isinstance(d, A.ValueSetDecl):
+                raise unsupported(d.loc, "value_set in a sub-parser")
+        local = inst.name.split(".")[-1]
+        join = self.new_state(f"{name}_after_{local}")
+        rename = {s.name: self.new_state(f"{local}_{s.name}") for s in decl.states}
+        rename["accept"] = join
+        states.append({"name": name, "id": next(self.state_ids), "parser_ops": ops,
+                       "transition_key": [], "transitions": [
+                           {"type": "default", "value": None, "mask": None,
+                            "next_state": rename["start"]}]})
+        self.state_rename.append(rename)
+        for sst in decl.states:
+            sub_ops: list[Json] = []
+            if sst.name == "start":
+                for d in decl.locals:
+                    if isinstance(d, A.VarDecl) and d.init is not None and not d.const:
+                        self.parser_assign(inner.get(d), d.init, inner, sub_ops, d)
+            self.lower_state(rename[sst.name], list(sst.stmts), sst, None, Env(inner), sub_ops,
+                             states)
+        self.state_rename.pop()
+        self.lower_state(join, rest, st, goto, env, [], states)
+
+    applied_parsers: set[str] = set()
+
+    def new_state(self, base: str) -> str:
+        name, n = base, 0
+        while name in self.state_names:
+            name = f"{base}_{n}"
+            n += 1
+        self.state_names.add(name)
+        return name
+
+    def parser_stmt(self, s: A.Stmt, env: Env, ops: list[Json]) -> None:
+        if isinstance(s, A.Block):
+            for x in s.stmts:
+                self.parser_stmt(x, Env(env), ops)
+        elif isinstance(s, A.Assign) and isinstance(s.lhs, A.Slice):
+            dst, value = self.slice_assign(s.lhs, s.rhs, env)
+            ops.append({"op": "set", "parameters": [dst, as_param(value)]})
+        elif isinstance(s, A.Assign):
+            self.parser_assign(self.ref(s.lhs, env), s.rhs, env, ops, s)
+        elif isinstance(s, A.VarDecl):
+            r = self.alloc_local(s, env)
+            env.bind(s, r)
+            if s.init is not None:
+                self.parser_assign(r, s.init, env, ops, s)
+        elif isinstance(s, A.CallStmt):
+            self.parser_call(s.call, env, ops)
+        elif isinstance(s, A.EmptyStmt):
+            pass
+        else:
+            raise unsupported(s.loc, f"statement {type(s).__name__} in a parser state")
+
+    def lookahead_of(self, e: A.Expr) -> Json | None:
+        """`pkt.lookahead<T>()` (or a field/slice of it) as a BMv2 lookahead operand."""
+        offset = 0
+        if isinstance(e, A.Slice) and isinstance(e.expr, A.Call):
+            w = T.bit_width(e.expr.type)
+            inner = self.lookahead_of(e.expr)
+            if inner is None:
+                return None
+            return {"type": "lookahead", "value": [w - 1 - e.hi.const, e.hi.const - e.lo.const
+                                                   + 1]}
+        if isinstance(e, A.Member) and isinstance(e.expr, A.Call) and isinstance(
+                e.expr.type, T.StructT):
+            st = e.expr.type
+            for fname, ft in st.fields.items():
+                if fname == e.name:
+                    break
+                offset += T.bit_width(ft)
+            call = e.expr
+            if not (call.target and call.target[0] == "method"
+                    and call.target[2].name == "lookahead"):
+                return None
+            return {"type": "lookahead", "value": [offset, T.bit_width(st.fields[e.name])]}
+        if isinstance(e, A.Call) and e.target and e.target[0] == "method" and (
+                e.target[2].name == "lookahead"):
+            return {"type": "lookahead", "value": [0, T.bit_width(e.type)]}
+        return None
+
+    def parser_assign(self, dst: Ref | None, rhs: A.Expr, env: Env, ops: list[Json],
+                      node: Any) -> None:
+        assert dst is not None
+        la = self.lookahead_of(rhs)
+        if la is not None and isinstance(dst, FieldRef):
+            ops.append({"op": "set", "parameters": [dst.json(), la]})
+            return
+        if isinstance(dst, FieldRef) and not isinstance(dst.type, T.VarbitT):
+            ops.append({"op": "set", "parameters": [dst.json(), as_param(self.data(rhs, env))]})
+            return
+        prims: list[Json] = []
+        self.assign(dst, rhs, env, prims, node)
+        for p in prims:
+            if p["op"] == "assign":
+                ops.append({"op": "set", "parameters": p["parameters"]})
+            else:
+                ops.append({"op": "primitive", "parameters": [p]})
+
+    def parser_call(self, c: A.Call, env: Env, ops: list[Json]) -> None:
+        tgt = c.target
+        if tgt[0] == "method":
+            inst = self.ref(tgt[1], env)
+            if isinstance(inst, ObjRef) and inst.kind == "packet_in":
+                name = tgt[2].name
+                if name == "extract":
+                    arg = c.args[0].expr
+                    if arg is None:  # extract<T>(_): skip a T's worth of bits
+                        skipped = tgt[3].get("T")
+                        if skipped is None:
+                            raise CompileError(c.loc, "extract(_) needs a type argument")
+                        ops.append({"op": "advance", "parameters": [
+                            hexstr(T.bit_width(skipped), 32)]})
+                        return
+                    p = self.extract_target(arg, env)
+                    if len(c.args) == 2:
+                        n = c.args[1].expr
+                        assert n is not None
+                        length = self.data(n, env)
+                        if length.get("type") != "expression":  # BMv2 wants an expression
+                            length = mk("&", length, hexstr(0xFFFFFFFF, 32))
+                        ops.append({"op": "extract_VL", "parameters": [p, length]})
+                    else:
+                        ops.append({"op": "extract", "parameters": [p]})
+                elif name == "advance":
+                    n = c.args[0].expr
+                    assert n is not None
+                    ops.append({"op": "advance", "parameters": [as_param(self.data(n, env))]})
+                elif name == "lookahead":
+                    pass  # value unused
+                else:
+                    raise unsupported(c.loc, f"packet_in.{name}() in a parser")
+                return
+        if tgt[0] == "control_apply":
+            raise unsupported(c.loc, "applying a sub-parser")
+        if tgt[0] == "function" and tgt[1].name == "verify":
+            cond, err = c.args[0].expr, c.args[1].expr
+            assert cond is not None and err is not None
+            ops.append({"op": "verify", "parameters": [self.cond(cond, env),
+                                                       self.data(err, env)]})
+            return
+        prims: list[Json] = []
+        self.call_to_prims(c, env, prims)
+        for p in prims:
+            ops.append({"op": "primitive", "parameters": [p]})
+
+    def extract_target(self, arg: A.Expr, env: Env) -> Json:
+        if isinstance(arg, A.Member) and arg.name == "next" and isinstance(arg.expr.type,
+                                                                             T.StackT):
+            st = self.ref(arg.expr, env)
+            assert isinstance(st, StackRef)
+            return {"type": "stack", "value": st.name}
+        r = self.ref(arg, env)
+        if isinstance(r, HeaderRef):
+            return {"type": "regular", "value": r.name}
+        if isinstance(r, DynElemRef):
+            raise unsupported(arg.loc, "extract into a stack element with a run-time index")
+        raise CompileError(arg.loc, "extract needs a header")
+
+    # ---- select ---------------------------------------------------------------------------------
+    def transition(self, st: A.ParserState, env: Env, ops: list[Json]
+                   ) -> tuple[list[Json], list[Json]]:
+        tr = st.transition
+        assert tr is not None
+
+        rename = self.state_rename[-1] if self.state_rename else None
+
+        def target(name: str) -> str | None:
+            if rename is not None and name != "reject":
+                return rename[name]
+            return None if name == "accept" else name
+
+        if tr.select is None:
+            return [], [{"type": "default", "value": None, "mask": None,
+                         "next_state": target(tr.state or "")}]
+        keys: list[Json] = []
+        layout: list[tuple[int, int, int]] = []  # (byte width, shift, slice mask or -1)
+        for e in tr.select:
+            j, width, shift, smask = self.select_key(e, env, ops)
+            keys.append(j)
+            layout.append((width, shift, smask))
+        trans: list[Json] = []
+        for case in tr.cases:
+            nxt = target(case.state)
+            ks = case.keyset
+            if isinstance(ks, A.DefaultExpr) or (isinstance(ks, A.ListExpr) and all(
+                    isinstance(i, A.DefaultExpr) for i in ks.items)):
+                trans.append({"type": "default", "value": None, "mask": None, "next_state": nxt})
+                continue
+            items = ks.items if isinstance(ks, A.ListExpr) else [ks]
+            if len(items) == 1 and isinstance(items[0], A.Name) and isinstance(
+                    items[0].type, T.ObjT):
+                vs = self.ref(items[0], env)
+                trans.append({"type": "parse_vset", "value": vs.name, "mask": None,
+                              "next_state": nxt})
+                continue
+            choices = [self.key_choices(it, lay) for it, lay in zip(items, layout)]
+            for combo in itertools.product(*choices):
+                value = mask = 0
+                masked = False
+                for (v, m, is_masked), (width, _, _) in zip(combo, layout):
+                    value = (value << (8 * width)) | v
+                    mask = (mask << (8 * width)) | m
+                    masked = masked or is_masked
+                total = sum(w for w, _, _ in layout)
+                trans.append({"type": "hexstr", "value": "0x" + format(value, f"0{2 * total}x"),
+                              "mask": ("0x" + format(mask, f"0{2 * total}x")) if masked
+                              else None, "next_state": nxt})
+        return keys, trans
+
+    def select_key(self, e: A.Expr, env: Env, ops: list[Json]) -> tuple[Json, int, int, int]:
+        bits = T.bit_width(e.type)
+        la = self.lookahead_of(e)
+        if la is not None:
+            return la, (bits + 7) // 8, 0, -1
+        shift, smask = 0, -1
+        inner = e
+        if isinstance(e, A.Slice):
+            inner = e.expr
+            shift = e.lo.const
+            smask = ((1 << bits) - 1) << shift
+        if isinstance(inner, A.Member) and inner.type != T.BOOL and not isinstance(
+                inner.expr.type, T.ObjT):
+            r = self.ref(inner, env)
+            if isinstance(r, FieldRef):
+                w = T.bit_width(inner.type)
+                return r.json(), (w + 7) // 8, shift, smask
+            if isinstance(inner.expr, A.Member) and inner.expr.name == "last":
+                st = self.ref(inner.expr.expr, env)
+                w = T.bit_width(inner.type)
+                return {"type": "stack_field", "value": [st.name, inner.name]}, (w + 7) // 8, \
+                    shift, smask
+        tmp = self.alloc_temp(bits, env)
+        ops.append({"op": "set", "parameters": [tmp.json(), as_param(self.data(e, env))]})
+        return tmp.json(), (bits + 7) // 8, 0, -1
+
+    def key_choices(self, it: A.Expr, lay: tuple[int, int, int]) -> list[tuple[int, int, bool]]:
+        width, shift, smask = lay
+        full = (1 << (8 * width)) - 1
+        base_mask = smask if smask >= 0 else full
+
+        def val(x: A.Expr) -> int:
+            v = x.const
+            if isinstance(v, bool):
+                return int(v)
+            if isinstance(v, tuple):
+                j = self.const_json(v, x.type)
+                return int(j["value"], 16)
+            return v
+
+        if isinstance(it, A.DefaultExpr):
+            return [(0, 0, True)]
+        if isinstance(it, A.Binary) and it.op == "&&&":
+            v, m = val(it.left) << shift, (val(it.right) << shift) & base_mask
+            return [(v & m, m, True)]
+        if isinstance(it, A.Binary) and it.op == "..":
+            bits = T.bit_width(it.type)
+            out = []
+            for v, m in range_to_masks(val(it.left), val(it.right), bits):
+                out.append(((v << shift) & base_mask, (m << shift) & base_mask, True))
+            return out
+        return [((val(it) << shift) & base_mask, base_mask, smask >= 0)]
+
+    # ---- deparser and checksums -------------------------------------------------------------
+    def lower_deparser(self, decl: A.ControlDecl, env: Env) -> Json:
+        order: list[str] = []
+        assert decl.body is not None
+        for s in decl.body.stmts:
+            if isinstance(s, A.EmptyStmt):
+                continue
+            c = s.call if isinstance(s, A.CallStmt) else None
+            if c is None or c.target[0] != "method" or c.target[2].name != "emit":
+                raise unsupported(s.loc, "deparser statements other than emit()")
+            arg = c.args[0].expr
+            assert arg is not None
+            self.emit_order(self.ref(arg, env), order, arg)
+        return {"name": "deparser", "id": 0, "source_info": self.source_info(decl),
+                "order": order, "primitives": []}
+
+    def emit_order(self, r: Ref, order: list[str], e: A.Expr) -> None:
+        if isinstance(r, HeaderRef):
+            order.append(r.name)
+        elif isinstance(r, StackRef):
+            order.extend(r.elems)
+        elif isinstance(r, UnionRef):
+            order.extend(h.name for h in r.members.values())
+        elif isinstance(r, StructRef):
+            for sub in r.fields.values():
+                self.emit_order(sub, order, e)
+        else:
+            raise CompileError(e.loc, "emit() needs a header, a header stack or a struct")
+
+    def lower_checksums(self, decl: A.ControlDecl, env: Env, verify: bool,
+                        out: list[Json]) -> None:
+        assert decl.body is not None
+        for s in decl.body.stmts:
+            if isinstance(s, A.EmptyStmt):
+                continue
+            c = s.call if isinstance(s, A.CallStmt) else None
+            name = c.target[1].name if c is not None and c.target[0] == "function" else ""
+            want = "verify_checksum" if verify else "update_checksum"
+            if c is None or name not in (want, want + "_with_payload"):
+                raise unsupported(s.loc, f"statements other than {want}() in"
+                                  f" {decl.name}")
+            args = [a.expr for a in c.args]
+            algo = args[3].const[1]  # type: ignore[union-attr]
+            if algo not in ("csum16", "crc16", "crc32", "identity", "xor16"):
+                raise unsupported(c.loc, f"checksum algorithm {algo}")
+            fields = self.flatten(args[1], env)
+            if any(f.get("type") in ("expression", "runtime_data") for f in fields):
+                raise unsupported(c.loc, "computed values in a checksum's field list")
+            if name.endswith("_with_payload"):
+                fields = [*fields, {"type": "payload", "value": None}]
+            calc = self.add_calculation(HASH_ALGOS[algo], fields, c)
+            tgt = self.ref(args[2], env)
+            if not isinstance(tgt, FieldRef):
+                raise CompileError(args[2].loc, "checksum target must be a field")
+            cond = None if getattr(args[0], "const", None) is True else self.cond(args[0], env)
+            n = len(out)
+            out.append({"name": "cksum" if n == 0 else f"cksum_{n - 1}", "id": n,
+                        "source_info": self.source_info(c), "target": tgt.json()["value"],
+                        "type": "generic", "calculation": calc, "verify": verify,
+                        "update": not verify, "if_cond": cond})
+
+
+__all__ = ["ParserLowering", "prim", "range_to_masks"]

@@ -1,0 +1,410 @@
+"""Builds the whole BMv2 JSON document for a type-checked v1model program: header layout
+(scalars, standard_metadata, user headers/stacks), extern instances, actions, and the parser,
+pipelines, deparser and checksums via the lowering mixins."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from p4sim.backend.json_control import ControlLowering
+from p4sim.backend.json_expr import Env
+from p4sim.backend.json_externs import ExternLowering
+from p4sim.backend.json_parser import ParserLowering
+from p4sim.backend.naming import qualify
+from p4sim.backend.refs import (
+    DataRef,
+    FieldRef,
+    HeaderRef,
+    Json,
+    ObjRef,
+    Ref,
+    StackRef,
+    StructRef,
+    UnionRef,
+    d2b,
+)
+from p4sim.frontend import ast as A
+from p4sim.frontend import types as T
+from p4sim.frontend.errors import CompileError, unsupported
+from p4sim.frontend.typecheck import Checker
+
+V1SWITCH_ROLES = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum",
+                  "deparser")
+
+
+class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
+    def __init__(self, checker: Checker, prog: A.Program, sources: dict[str, list[str]],
+                 program_name: str) -> None:
+        self.checker = checker
+        self.prog = prog
+        self.sources = sources
+        self.program_name = program_name
+        self.errors = {n: i for i, n in enumerate(checker.error_members)}
+        self.header_types: list[Json] = []
+        self.header_type_ids: dict[str, str] = {}
+        self.headers: list[Json] = []
+        self.header_names: set[str] = set()
+        self.header_stacks: list[Json] = []
+        self.header_union_types: list[Json] = []
+        self.header_unions: list[Json] = []
+        self.union_type_names: set[str] = set()
+        self.scalars: list[list[Any]] = []
+        self.scalar_names: set[str] = set()
+        self.actions_json: list[Json] = []
+        self.action_cache: dict[Any, tuple[str, int]] = {}
+        self.action_names: set[str] = set()
+        self.calculations: list[Json] = []
+        self.field_lists: list[Json] = []
+        self.learn_lists: list[Json] = []
+        self.register_arrays: list[Json] = []
+        self.counter_arrays: list[Json] = []
+        self.meter_arrays: list[Json] = []
+        self.parse_vsets: list[Json] = []
+        self.value_sets: list[tuple[str, A.ValueSetDecl]] = []
+        self.action_profiles: dict[str, Json] = {}
+        self.profile_info: dict[str, dict[str, Any]] = {}
+        self.direct_meter_targets: dict[str, Json] = {}
+        self.table_info: list[tuple[str, A.TableDecl, Env]] = []
+        self.table_pipeline: dict[str, int] = {}
+        self.action_pipeline: dict[str, int] = {}
+        self.tables_applied: dict[str, A.TableDecl] = {}
+        self.hidden_tables: set[str] = set()
+        self.hidden_actions: set[str] = set()
+        self.applied_controls = set()
+        self.ret_targets = []
+        self.return_patches = []
+        self.pre_prims = []
+        self.fn_returns = []
+        self.table_names: set[str] = set()
+        self.cond_count = 0
+        self.table_count = 0
+        self.state_ids = itertools.count()
+        self.instances: list[tuple[str, A.Instance, dict[str, Any]]] = []
+        self.digests: dict[str, T.StructT] = {}
+        self.action_params: dict[str, list[tuple[str, int, A.Param]]] = {}
+        self.action_decls: dict[str, A.ActionDecl] = {}
+        self.global_actions = {d for d in prog.decls if isinstance(d, A.ActionDecl)}
+        self.table_actions = {id(a) for d in prog.decls
+                              if isinstance(d, A.ControlDecl) and not d.is_type
+                              for t in d.locals if isinstance(t, A.TableDecl)
+                              for a, _, _ in t.action_list}
+        self.globals_env = Env(None, "")
+        self.pipeline: Json = {"id": 0}
+
+    # ---- helpers used by the mixins -------------------------------------------------------------
+    def source_info(self, node: Any) -> Json:
+        loc = node.loc
+        lines = self.sources.get(loc.file)
+        frag = ""
+        if lines and 0 < loc.line <= len(lines):
+            frag = lines[loc.line - 1][max(loc.col - 1, 0):].strip()[:80]
+        return {"filename": loc.file, "line": loc.line, "column": loc.col,
+                "source_fragment": frag}
+
+    def next_cond_id(self) -> int:
+        self.cond_count += 1
+        return self.cond_count - 1
+
+    def next_table_id(self) -> int:
+        self.table_count += 1
+        return self.table_count - 1
+
+    def unique(self, base: str, taken: set[str]) -> str:
+        name, n = base, 0
+        while name in taken:
+            name = f"{base}_{n}"
+            n += 1
+        taken.add(name)
+        return name
+
+    def unique_table(self, base: str) -> str:
+        return self.unique(base, self.table_names)
+
+    def unique_action(self, base: str) -> str:
+        return self.unique(base, self.action_names)
+
+    # ---- layout ---------------------------------------------------------------------------------
+    def header_type(self, st: T.StructT, name: str | None = None, metadata: bool = False) -> str:
+        key = name or st.name
+        if key in self.header_type_ids:
+            return key
+        fields: list[list[Any]] = []
+        max_bits = 0
+        varbit = False
+        for fname, ft in st.fields.items():
+            max_bits += T.bit_width(ft)
+            if isinstance(ft, T.VarbitT):
+                if varbit:
+                    raise CompileError(st.decl.loc if st.decl else None,
+                                       f"header {st.name} has more than one varbit field")
+                varbit = True
+                fields.append([fname, "*"])
+                continue
+            fields.append([fname, T.bit_width(ft), isinstance(ft, T.BitT) and ft.signed])
+        if metadata:
+            pad = -sum(f[1] for f in fields) % 8
+            if pad:
+                fields.append(["_padding", pad, False])
+        self.header_type_ids[key] = key
+        ht: Json = {"name": key, "id": len(self.header_types), "fields": fields}
+        if varbit:
+            ht["max_length"] = (max_bits + 7) // 8
+        self.header_types.append(ht)
+        return key
+
+    def add_header(self, base: str, htype: str, metadata: bool) -> str:
+        name = self.unique(base, self.header_names)
+        self.headers.append({"name": name, "id": len(self.headers), "header_type": htype,
+                             "metadata": metadata, "pi_omit": True})
+        return name
+
+    def add_scalar(self, base: str, t: T.Type) -> FieldRef:
+        name = self.unique(base, self.scalar_names)
+        self.scalars.append([name, T.bit_width(t), isinstance(t, T.BitT) and t.signed])
+        return FieldRef("scalars", name, t)
+
+    def layout(self, t: T.Type, path: str, meta_prefix: str | None) -> Ref:
+        """Allocate storage for a value of type `t`: headers become instances, scalar fields go
+        to the `scalars` header (with `meta_prefix` naming) ."""
+        if isinstance(t, T.StructT) and t.kind == "header":
+            htype = self.header_type(t)
+            return HeaderRef(self.add_header(path.split(".")[-1] if path else t.name, htype,
+                                             False), t)
+        if isinstance(t, T.StackT):
+            htype = self.header_type(t.elem)
+            base = self.unique(path.split(".")[-1], self.header_names)
+            elems = []
+            ids = []
+            for i in range(t.size):
+                n = self.add_header(f"{base}[{i}]", htype, False)
+                elems.append(n)
+                ids.append(self.headers[-1]["id"])
+            self.header_stacks.append({"name": base, "id": len(self.header_stacks),
+                                       "header_type": htype, "size": t.size,
+                                       "header_ids": ids})
+            return StackRef(base, t, elems)
+        if isinstance(t, T.StructT) and t.kind == "header_union":
+            return self.layout_union(t, path)
+        if isinstance(t, T.StructT):
+            fields = {}
+            for fname, ft in t.fields.items():
+                sub = f"{path}.{fname}" if path else fname
+                fields[fname] = self.layout(ft, sub, meta_prefix)
+            return StructRef(fields, t)
+        if isinstance(t, (T.BitT, T.EnumT, T.NewT)) or t in (T.BOOL, T.ERROR):
+            return self.add_scalar(f"{meta_prefix}{path}" if meta_prefix else path, t)
+        raise CompileError(None, f"cannot allocate storage for a value of type {t}")
+
+    def layout_union(self, t: T.StructT, path: str) -> UnionRef:
+        if t.name not in self.union_type_names:
+            self.union_type_names.add(t.name)
+            self.header_union_types.append({
+                "name": t.name, "id": len(self.header_union_types),
+                "headers": [[m, self.header_type(mt)] for m, mt in t.fields.items()]})
+        base = self.unique(path.split(".")[-1] if path else t.name, self.header_names)
+        members: dict[str, HeaderRef] = {}
+        for m, mt in t.fields.items():
+            assert isinstance(mt, T.StructT)
+            members[m] = HeaderRef(self.add_header(f"{base}.{m}", self.header_type(mt), False),
+                                   mt)
+        ids = [h["id"] for h in self.headers if h["name"] in {r.name for r in
+                                                               members.values()}]
+        self.header_unions.append({"name": base, "id": len(self.header_unions),
+                                   "union_type": t.name, "header_ids": ids})
+        return UnionRef(base, t, members)
+
+    def alloc_local(self, d: A.VarDecl, env: Env) -> Ref:
+        return self.layout(d.type, d.name, "")
+
+    def alloc_temp(self, bits: int, env: Env, base: str = "tmp") -> FieldRef:
+        return self.add_scalar(base, T.BitT(bits))
+
+    # ---- actions ----------------------------------------------------------------------------------
+    def add_action_json(self, name: str, runtime: list[Json], prims: list[Json], node: Any
+                        ) -> int:
+        aid = len(self.actions_json)
+        self.actions_json.append({"name": name, "id": aid, "runtime_data": runtime,
+                                  "primitives": prims})
+        return aid
+
+    def note_called_action(self, act: A.ActionDecl, c: A.Call, env: Env) -> None:
+        """An action called directly is inlined where it is called, but p4c still emits it as
+        an action of its own (in the JSON and the P4Info): do the same, with the first call's
+        directional arguments bound."""
+        prefix = "" if act in self.global_actions else env.prefix
+        if qualify(act, prefix) in self.action_decls or id(act) in self.table_actions:
+            return  # a table's use of the action gives it its name
+        aenv = self.globals_env if act in self.global_actions else env
+        # like p4c, the data parameters of a directly called action are bound too: the action
+        # it emits takes no action data
+        bound = [(p, self.ref(a.expr, env) if p.direction else DataRef(
+            self.data(a.expr, env), p.rtype)) for a, p in zip(c.args, act.params)
+            if a.expr is not None]
+        saved = self.return_patches
+        self.return_patches = []
+        self.action_for(act, aenv, bound)
+        self.return_patches = saved
+
+    def action_for(self, act: A.ActionDecl, env: Env, bound: list[Any]) -> tuple[str, int]:
+        prefix = "" if act in self.global_actions else env.prefix
+        key = (id(act), prefix, tuple((id(p), repr(r)) for p, r in bound))
+        if key in self.action_cache:
+            return self.action_cache[key]
+        name = qualify(act, prefix)
+        other = self.action_decls.get(name)
+        if other is not None and other is not act:
+            raise CompileError(act.loc, f"{name}: conflicting control plane name (also used by"
+                               f" the action at {other.loc})")
+        if name in self.action_names:
+            name = self.unique_action(name)
+        self.action_names.add(name)
+        inner = Env(env)
+        runtime: list[Json] = []
+        params: list[tuple[str, int, A.Param]] = []
+        for p in act.params:
+            if p.direction:
+                continue
+            w = T.bit_width(p.rtype)
+            rd = {"type": "runtime_data", "value": len(runtime)}
+            inner.bind(p, DataRef(d2b(rd) if p.rtype == T.BOOL else rd, p.rtype))
+            runtime.append({"name": p.name, "bitwidth": w})
+            params.append((p.name, w, p))
+        for p, r in bound:
+            inner.bind(p, r)
+        prims: list[Json] = []
+        self.body_to_prims(act.body.stmts, inner, prims)
+        aid = len(self.actions_json)
+        self.actions_json.append({"name": name, "id": aid, "runtime_data": runtime,
+                                  "primitives": prims})
+        self.action_params[name] = params
+        self.action_decls[name] = act
+        self.action_cache[key] = (name, aid)
+        self.action_pipeline[name] = -1 if act in self.global_actions else self.pipeline["id"]
+        return name, aid
+
+    # ---- the program ------------------------------------------------------------------------------
+    def build(self) -> Json:
+        main = self.checker.main
+        assert main is not None
+        pkg = main.rtype.decl
+        if pkg.name != "V1Switch":
+            raise unsupported(main.loc, f"package {pkg.name} (only v1model's V1Switch)")
+        roles: dict[str, A.Node] = {}
+        for role, a in zip(V1SWITCH_ROLES, main.args):
+            roles[role] = a.expr.target[1]  # type: ignore[union-attr]
+        parser = roles.get("parser")
+        if (len(roles) != len(V1SWITCH_ROLES) or not isinstance(parser, A.ParserDecl)
+                or len(parser.params) != 4
+                or not all(isinstance(roles[r], A.ControlDecl) for r in V1SWITCH_ROLES[1:])):
+            raise unsupported(main.loc, "a V1Switch package that is not v1model's")
+        htype = parser.params[1].rtype
+        mtype = parser.params[2].rtype
+        self.header_types.append({"name": "scalars_0", "id": 0, "fields": self.scalars})
+        self.header_type_ids["scalars_0"] = "scalars_0"
+        self.headers.append({"name": "scalars", "id": 0, "header_type": "scalars_0",
+                             "metadata": True, "pi_omit": True})
+        self.header_names.add("scalars")
+        smt = parser.params[3].rtype
+        self.header_type(smt, "standard_metadata", metadata=True)
+        self.add_header("standard_metadata", "standard_metadata", True)
+        std = StructRef({f: FieldRef("standard_metadata", f, ft)
+                         for f, ft in smt.fields.items()}, smt)
+        if not isinstance(htype, T.StructT) or htype.kind != "struct":
+            raise CompileError(parser.params[1].loc, "the headers type must be a struct")
+        hdrs = self.layout(htype, "", None)
+        meta = self.layout(mtype, "", "userMetadata.")
+        self.field_list_members = self.collect_field_lists(mtype, meta)
+        for d in self.prog.decls:
+            if isinstance(d, A.Instance) and d is not main:
+                self.globals_env.bind(d, self.register_instance(d, ""))
+
+        def env_for(decl: Any) -> Env:
+            env = Env(self.globals_env, prefix=qualify(decl, ""))
+            for p in decl.params:
+                t = p.rtype
+                if isinstance(t, T.ObjT):
+                    env.bind(p, ObjRef(t.decl.name, p.name, t.decl))
+                elif t is htype or (isinstance(t, T.StructT) and t.name == htype.name):
+                    env.bind(p, hdrs)
+                elif isinstance(t, T.StructT) and t.name == smt.name:
+                    env.bind(p, std)
+                elif isinstance(t, T.StructT) and t.name == mtype.name:
+                    env.bind(p, meta)
+                else:
+                    raise unsupported(p.loc, f"parameter of type {t} in a v1model block")
+            return env
+
+        parser_json = self.lower_parser(parser, env_for(parser))
+        pipelines = []
+        for pid, role in enumerate(("ingress", "egress")):
+            decl = roles[role]
+            assert isinstance(decl, A.ControlDecl)
+            self.pipeline = {"name": role, "id": pid, "source_info": self.source_info(decl),
+                             "init_table": None, "tables": [], "action_profiles": [],
+                             "conditionals": []}
+            self.pipeline["init_table"] = self.lower_control(decl, env_for(decl))
+            pipelines.append(self.pipeline)
+        self.pipelines_done = pipelines
+        checksums: list[Json] = []
+        for role, verify in (("verify_checksum", True), ("compute_checksum", False)):
+            decl = roles[role]
+            assert isinstance(decl, A.ControlDecl)
+            self.pipeline = {"id": 2, "tables": [], "conditionals": [], "action_profiles": []}
+            self.lower_checksums(decl, env_for(decl), verify, checksums)
+        dep = roles["deparser"]
+        assert isinstance(dep, A.ControlDecl)
+        deparser_json = self.lower_deparser(dep, env_for(dep))
+        pad = -sum(f[1] for f in self.scalars) % 8
+        if pad:
+            self.scalars.append(["_padding_0", pad, False])
+        aliases = []
+        for fname, fd in zip(smt.fields, smt.decl.fields):
+            a = A.anno(fd.annos, "alias")
+            if a and a.args:
+                aliases.append([a.args[0], ["standard_metadata", fname]])
+        enums = []
+        for d in self.prog.decls:
+            if isinstance(d, A.EnumDecl) and d.rtype.underlying is None:
+                enums.append({"name": d.name, "entries": [[m, i] for i, m in
+                                                          enumerate(d.rtype.members)]})
+        self.roles = roles
+        self.htype, self.mtype = htype, mtype
+        return {
+            "header_types": self.header_types, "headers": self.headers,
+            "header_stacks": self.header_stacks,
+            "header_union_types": self.header_union_types, "header_unions": self.header_unions, "header_union_stacks": [], "field_lists": self.field_lists,
+            "errors": [[n, i] for n, i in self.errors.items()], "enums": enums,
+            "parsers": [parser_json], "parse_vsets": self.parse_vsets,
+            "deparsers": [deparser_json], "meter_arrays": self.meter_arrays,
+            "counter_arrays": self.counter_arrays, "register_arrays": self.register_arrays,
+            "calculations": self.calculations, "learn_lists": self.learn_lists,
+            "actions": self.actions_json, "pipelines": pipelines, "checksums": checksums,
+            "force_arith": [], "extern_instances": [], "field_aliases": aliases,
+            "program": self.program_name,
+            "__meta__": {"version": [2, 23], "compiler": "p4sim"},
+        }
+
+    def collect_field_lists(self, mtype: T.StructT, meta: Ref) -> list[tuple[Json, set[int]]]:
+        out: list[tuple[Json, set[int]]] = []
+
+        def walk(t: T.StructT, r: Ref) -> None:
+            if not isinstance(r, StructRef) or t.decl is None:
+                return
+            for fd in t.decl.fields:
+                sub = r.fields[fd.name]
+                a = A.anno(fd.annos, "field_list")
+                ft = t.fields[fd.name]
+                if a is not None and isinstance(sub, FieldRef):
+                    out.append((sub.json(), {int(x) for x in a.args if isinstance(x, int)}))
+                if isinstance(ft, T.StructT) and ft.kind == "struct":
+                    walk(ft, sub)
+
+        walk(mtype, meta)
+        return out
+
+
+def build_json(checker: Checker, prog: A.Program, sources: dict[str, list[str]],
+               program_name: str) -> tuple[Json, ProgramBuilder]:
+    b = ProgramBuilder(checker, prog, sources, program_name)
+    return b.build(), b

@@ -1,0 +1,40 @@
+"""p4c's naming: fully-qualified control-plane names (with `@name`) and key names taken from
+the key expression's text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from p4sim.frontend import ast as A
+
+
+def qualify(decl: Any, prefix: str) -> str:
+    a = A.anno(decl.annos, "name")
+    local = decl.name
+    if a and a.args and isinstance(a.args[0], str):
+        local = a.args[0]
+        if local.startswith("."):
+            return local[1:]
+    return f"{prefix}.{local}" if prefix else local
+
+
+def expr_text(e: A.Expr) -> str:
+    if isinstance(e, A.Name):
+        return e.name
+    if isinstance(e, A.Member):
+        return f"{expr_text(e.expr)}.{e.name}"
+    if isinstance(e, A.Index):
+        return f"{expr_text(e.expr)}[{expr_text(e.index)}]"
+    if isinstance(e, A.IntLit):
+        return (f"{e.width}{'s' if e.signed else 'w'}" if e.width else "") + str(e.value)
+    if isinstance(e, A.Binary):
+        return f"{expr_text(e.left)} {e.op} {expr_text(e.right)}"
+    if isinstance(e, A.Unary):
+        return f"{e.op}{expr_text(e.expr)}"
+    if isinstance(e, A.Slice):
+        return f"{expr_text(e.expr)}[{expr_text(e.hi)}:{expr_text(e.lo)}]"
+    if isinstance(e, A.Call):
+        if e.target and e.target[:2] == ("builtin", "isValid"):
+            return f"{expr_text(e.target[2])}.$valid$"  # p4c's name for validity keys
+        return f"{expr_text(e.func)}()"
+    return "expr"

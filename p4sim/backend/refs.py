@@ -1,0 +1,145 @@
+"""What a P4 path expression denotes in the BMv2 JSON (a field, a header, a stack, a struct of
+those, action data, an extern instance), plus JSON value helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from p4sim.frontend import types as T
+
+Json = dict[str, Any]
+
+
+def hexstr(value: int, width: int | None = None) -> Json:
+    digits = max(((width or max(value.bit_length(), 1)) + 3) // 4, 1)
+    if value < 0:
+        return {"type": "hexstr", "value": "-0x" + format(-value, "0" + str(digits) + "x")}
+    return {"type": "hexstr", "value": "0x" + format(value, "0" + str(digits) + "x")}
+
+
+def hex_padded(value: int, width: int) -> str:
+    """Byte-padded hex string (keys, masks, action data)."""
+    nbytes = max((width + 7) // 8, 1)
+    value &= (1 << (nbytes * 8)) - 1
+    return "0x" + format(value, "0" + str(nbytes * 2) + "x")
+
+
+def expr(op: str, left: Json | None, right: Json, **extra: Json) -> Json:
+    v: Json = {"op": op, "left": left, "right": right}
+    v.update(extra)
+    return {"type": "expression", "value": v}
+
+
+def b2d(j: Json) -> Json:
+    return expr("b2d", None, j)
+
+
+def d2b(j: Json) -> Json:
+    return expr("d2b", None, j)
+
+
+def mask_to(j: Json, width: int) -> Json:
+    return expr("&", j, hexstr((1 << width) - 1, width))
+
+
+def as_param(j: Json) -> Json:
+    """Primitive arguments wrap expressions once more (a type/value object inside)."""
+    if j.get("type") == "expression":
+        return {"type": "expression", "value": j}
+    return j
+
+
+class Ref:
+    type: T.Type
+
+
+@dataclass
+class FieldRef(Ref):
+    header: str
+    field: str
+    type: T.Type
+
+    def json(self) -> Json:
+        return {"type": "field", "value": [self.header, self.field]}
+
+
+@dataclass
+class HeaderRef(Ref):
+    name: str
+    type: T.StructT
+
+    def json(self) -> Json:
+        return {"type": "header", "value": self.name}
+
+
+@dataclass
+class StackRef(Ref):
+    name: str
+    type: T.StackT
+    elems: list[str]
+
+    def json(self) -> Json:
+        return {"type": "header_stack", "value": self.name}
+
+
+@dataclass
+class DynElemRef(Ref):
+    """stack[i] with a run-time index."""
+
+    stack: StackRef
+    index: Json
+    type: T.StructT
+
+    def json(self) -> Json:
+        return expr("dereference_header_stack", self.stack.json(), self.index)
+
+
+@dataclass
+class DynFieldRef(Ref):
+    elem: DynElemRef
+    offset: int
+    type: T.Type
+
+    def json(self) -> Json:
+        return {"type": "expression", "value": {"op": "access_field", "left": self.elem.json(),
+                                                "right": self.offset}}
+
+
+@dataclass
+class UnionRef(Ref):
+    name: str
+    type: T.StructT
+    members: dict[str, HeaderRef]
+
+    def json(self) -> Json:
+        return {"type": "header_union", "value": self.name}
+
+
+@dataclass
+class StructRef(Ref):
+    fields: dict[str, Ref]
+    type: T.Type
+
+
+@dataclass
+class DataRef(Ref):
+    """A read-only value: action data, a constant, a computed expression."""
+
+    value: Json
+    type: T.Type
+
+    def json(self) -> Json:
+        return self.value
+
+
+@dataclass
+class ObjRef(Ref):
+    kind: str  # extern, table, control, parser
+    name: str
+    decl: Any
+    type: T.Type = field(default_factory=lambda: T.VOID)
+    extra: Any = None  # control instances: (decl, prefix, env)
+
+
+LEAF = (FieldRef, DynFieldRef, DataRef)

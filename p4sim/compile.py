@@ -1,0 +1,166 @@
+"""`p4sim compile`: a stand-in for p4c-bm2-ss on v1model (same flags, BMv2 JSON + P4Info)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+from p4sim.frontend.errors import CompileError
+
+USAGE = """usage: p4sim compile PROG.p4 [-o OUT.json] [--p4runtime-files F[,F...]]
+                     [-I DIR] [-D NAME[=VALUE]] [--std p4-16] [--arch v1model]
+                     [--target bmv2] [--p4runtime-format text|binary|json] [--p4v 16]"""
+
+
+@dataclass
+class Options:
+    source: str = ""
+    output: str | None = None
+    p4info_files: list[str] = field(default_factory=list)
+    p4info_format: str | None = None
+    includes: list[str] = field(default_factory=list)
+    defines: dict[str, str] = field(default_factory=dict)
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_args(argv: list[str]) -> Options:
+    o = Options()
+    i = 0
+
+    def value(flag: str) -> str:
+        nonlocal i
+        if "=" in argv[i] and argv[i].startswith("--"):
+            return argv[i].split("=", 1)[1]
+        if argv[i] != flag and argv[i].startswith(flag) and len(flag) == 2:
+            return argv[i][2:]
+        i += 1
+        if i >= len(argv):
+            raise UsageError(f"{flag} needs a value")
+        return argv[i]
+
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            raise UsageError("")
+        if a == "-o" or (a.startswith("-o") and len(a) > 2 and not a.startswith("--")):
+            o.output = value("-o")
+        elif a.startswith("--p4runtime-files") or a.startswith("--p4runtime-file"):
+            o.p4info_files += [f for f in value(a.split("=")[0]).split(",") if f]
+        elif a.startswith("--p4runtime-format"):
+            o.p4info_format = value("--p4runtime-format")
+        elif a.startswith("-I"):
+            o.includes.append(value("-I"))
+        elif a.startswith("-D"):
+            d = value("-D")
+            name, _, v = d.partition("=")
+            o.defines[name] = v if _ else "1"
+        elif a.startswith("--p4v"):
+            if value("--p4v") not in ("16", "1.6"):
+                raise UsageError("only --p4v 16 is supported")
+        elif a in ("-v", "--emit-externs") or a.startswith(("--Wdisable", "--Wwarn")):
+            pass  # accepted for p4c-bm2-ss compatibility; p4sim has no verbosity or warnings
+        elif a.startswith("--std"):
+            if value("--std") not in ("p4-16", "p4_16"):
+                raise UsageError("only --std p4-16 is supported")
+        elif a.startswith("--arch"):
+            if value("--arch") != "v1model":
+                raise UsageError("only --arch v1model is supported")
+        elif a.startswith("--target"):
+            if value("--target") != "bmv2":
+                raise UsageError("only --target bmv2 is supported")
+        elif a.startswith("-") and a != "-":
+            raise UsageError(f"unknown option {a}")
+        else:
+            if o.source:
+                raise UsageError("only one source file may be given")
+            o.source = a
+        i += 1
+    if not o.source:
+        raise UsageError("no source file given")
+    return o
+
+
+def compile_program(opts: Options) -> tuple[dict, object, object]:
+    """Runs every pass; returns (bmv2 json, P4Info message, builder). Raises CompileError."""
+    from p4sim.backend.json_program import build_json
+    from p4sim.backend.p4info import build_p4info
+    from p4sim.frontend.lexer import tokenize
+    from p4sim.frontend.parser import parse
+    from p4sim.frontend.preprocess import Preprocessor
+    from p4sim.frontend.typecheck import typecheck
+
+    pre = Preprocessor(opts.includes, opts.defines)
+    try:
+        pp = pre.run(opts.source)
+    except CompileError as e:
+        e.sources = pre.sources  # type: ignore[attr-defined]
+        raise
+    try:
+        prog = parse(tokenize(pp))
+        checker = typecheck(prog)
+        doc, builder = build_json(checker, prog, pp.sources, opts.source)
+        info = build_p4info(builder)
+    except CompileError as e:
+        e.sources = pp.sources  # type: ignore[attr-defined]
+        raise
+    return doc, info, builder
+
+
+def write_p4info(info: object, path: str, fmt: str | None) -> None:
+    from google.protobuf import json_format, text_format
+
+    kind = fmt or ("binary" if path.endswith(".bin") else "json" if path.endswith(".json")
+                   else "text")
+    if kind == "binary":
+        with open(path, "wb") as f:
+            f.write(info.SerializeToString())  # type: ignore[attr-defined]
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        if kind == "json":
+            f.write(json_format.MessageToJson(info))  # type: ignore[arg-type]
+        else:
+            f.write(text_format.MessageToString(info))  # type: ignore[arg-type]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        opts = parse_args(args)
+    except UsageError as e:
+        if str(e):
+            print(f"p4sim compile: error: {e}", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
+        return 2 if str(e) else 0
+    try:
+        if not os.path.isfile(opts.source):
+            print(f"{opts.source}: error: no such file", file=sys.stderr)
+            return 1
+        doc, info, _ = compile_program(opts)
+        out = opts.output or os.path.splitext(os.path.basename(opts.source))[0] + ".json"
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        for path in opts.p4info_files:
+            write_p4info(info, path, opts.p4info_format)
+        return 0
+    except CompileError as e:
+        print(e.render(getattr(e, "sources", {}), opts.source), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{e.filename or opts.source}: error: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print("error: internal: program nested too deeply", file=sys.stderr)
+        return 1
+    except Exception as e:  # never a traceback: one line naming the internal failure
+        print(f"error: internal: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,415 @@
+"""AST node classes for P4_16 (small dataclasses; the type checker fills in `type` on
+expressions and `decl` on names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from p4sim.frontend.errors import Loc
+
+
+@dataclass(eq=False)
+class Node:
+    loc: Loc
+
+
+@dataclass(eq=False)
+class Annotation(Node):
+    name: str
+    args: list[Any] = field(default_factory=list)  # literal values: str / int / identifiers
+    body: str = ""  # the source tokens between the parentheses, for P4Info annotations
+
+
+def anno(annos: list[Annotation], name: str) -> Annotation | None:
+    for a in annos:
+        if a.name == name:
+            return a
+    return None
+
+
+# ---- types (syntax) ---------------------------------------------------------------------------
+@dataclass(eq=False)
+class TypeRef(Node):
+    name: str
+    args: list[TypeSyntax] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class BitTypeSyntax(Node):
+    width: Expr | None  # None for plain `int`
+    signed: bool = False
+    varbit: bool = False
+
+
+@dataclass(eq=False)
+class BaseTypeSyntax(Node):
+    name: str  # bool, error, string, void, match_kind, _
+
+
+@dataclass(eq=False)
+class StackTypeSyntax(Node):
+    elem: TypeSyntax
+    size: Expr
+
+
+@dataclass(eq=False)
+class TupleTypeSyntax(Node):
+    args: list[TypeSyntax]
+
+
+TypeSyntax = TypeRef | BitTypeSyntax | BaseTypeSyntax | StackTypeSyntax | TupleTypeSyntax
+
+
+# ---- expressions ------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Expr(Node):
+    def __post_init__(self) -> None:
+        self.type: Any = None
+
+
+@dataclass(eq=False)
+class IntLit(Expr):
+    value: int
+    width: int | None = None
+    signed: bool = False
+
+
+@dataclass(eq=False)
+class BoolLit(Expr):
+    value: bool
+
+
+@dataclass(eq=False)
+class StrLit(Expr):
+    value: str
+
+
+@dataclass(eq=False)
+class Name(Expr):
+    name: str
+    top: bool = False  # `.name`: look up at top level only
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.decl: Any = None
+
+
+@dataclass(eq=False)
+class Member(Expr):
+    expr: Expr
+    name: str
+
+
+@dataclass(eq=False)
+class Index(Expr):
+    expr: Expr
+    index: Expr
+
+
+@dataclass(eq=False)
+class Slice(Expr):
+    expr: Expr
+    hi: Expr
+    lo: Expr
+
+
+@dataclass(eq=False)
+class Call(Expr):
+    func: Expr
+    type_args: list[TypeSyntax]
+    args: list[Arg]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.target: Any = None  # resolved callee description
+
+
+@dataclass(eq=False)
+class Arg(Node):
+    expr: Expr | None  # None for `_` (don't care) arguments
+    name: str | None = None
+
+
+@dataclass(eq=False)
+class Unary(Expr):
+    op: str
+    expr: Expr
+
+
+@dataclass(eq=False)
+class Binary(Expr):
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(eq=False)
+class Ternary(Expr):
+    cond: Expr
+    then: Expr
+    other: Expr
+
+
+@dataclass(eq=False)
+class Cast(Expr):
+    to: TypeSyntax
+    expr: Expr
+
+
+@dataclass(eq=False)
+class ListExpr(Expr):
+    items: list[Expr]
+
+
+@dataclass(eq=False)
+class StructInit(Expr):
+    fields: list[tuple[str, Expr]]
+
+
+@dataclass(eq=False)
+class DefaultExpr(Expr):
+    """`default` or `_` in select/keyset/switch positions."""
+
+
+@dataclass(eq=False)
+class TypeExpr(Expr):
+    """A type used where an expression is expected (`bit<8>.minSizeInBits`, generic calls)."""
+
+    syntax: TypeSyntax
+
+
+# ---- statements -------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Stmt(Node):
+    pass
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(eq=False)
+class CallStmt(Stmt):
+    call: Call
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr
+    then: Stmt
+    other: Stmt | None
+
+
+@dataclass(eq=False)
+class Block(Stmt):
+    stmts: list[Stmt]
+
+
+@dataclass(eq=False)
+class Exit(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class Return(Stmt):
+    value: Expr | None
+
+
+@dataclass(eq=False)
+class SwitchCase(Node):
+    labels: list[Expr]  # Name (action) or value expressions or DefaultExpr
+    body: Block | None  # None: fall through to next case
+
+
+@dataclass(eq=False)
+class Switch(Stmt):
+    expr: Expr
+    cases: list[SwitchCase]
+
+
+@dataclass(eq=False)
+class VarDecl(Stmt):
+    annos: list[Annotation]
+    type_syntax: TypeSyntax
+    name: str
+    init: Expr | None
+    const: bool = False
+
+    def __post_init__(self) -> None:
+        self.type: Any = None
+        self.value: Any = None  # constant value for const declarations
+
+
+@dataclass(eq=False)
+class EmptyStmt(Stmt):
+    pass
+
+
+# ---- declarations -----------------------------------------------------------------------------
+@dataclass(eq=False)
+class Decl(Node):
+    annos: list[Annotation]
+    name: str
+
+
+@dataclass(eq=False)
+class FieldDecl(Decl):
+    type_syntax: TypeSyntax
+
+
+@dataclass(eq=False)
+class HeaderDecl(Decl):
+    kind: str  # header, struct, header_union
+    fields: list[FieldDecl]
+
+
+@dataclass(eq=False)
+class EnumDecl(Decl):
+    underlying: TypeSyntax | None
+    members: list[tuple[str, Expr | None, Loc]]
+
+
+@dataclass(eq=False)
+class ErrorDecl(Decl):
+    members: list[tuple[str, Loc]]
+
+
+@dataclass(eq=False)
+class MatchKindDecl(Decl):
+    members: list[tuple[str, Loc]]
+
+
+@dataclass(eq=False)
+class TypedefDecl(Decl):
+    type_syntax: TypeSyntax
+    newtype: bool = False
+
+
+@dataclass(eq=False)
+class Param(Decl):
+    direction: str  # "", in, out, inout
+    type_syntax: TypeSyntax
+    default: Expr | None = None
+
+
+@dataclass(eq=False)
+class MethodDecl(Decl):
+    ret: TypeSyntax | None  # None for constructors
+    type_params: list[str]
+    params: list[Param]
+    abstract: bool = False
+
+
+@dataclass(eq=False)
+class ExternDecl(Decl):
+    type_params: list[str]
+    methods: list[MethodDecl]
+
+
+@dataclass(eq=False)
+class FunctionDecl(Decl):
+    ret: TypeSyntax
+    type_params: list[str]
+    params: list[Param]
+    body: Block | None  # None for extern functions
+
+
+@dataclass(eq=False)
+class ActionDecl(Decl):
+    params: list[Param]
+    body: Block
+
+
+@dataclass(eq=False)
+class Instance(Decl):
+    type_syntax: TypeSyntax
+    args: list[Arg]
+
+
+@dataclass(eq=False)
+class ValueSetDecl(Decl):
+    elem: TypeSyntax
+    size: Expr
+
+
+@dataclass(eq=False)
+class SelectCase(Node):
+    keyset: Expr  # ListExpr for tuples, DefaultExpr, Mask/Range as Binary(&&&, ..)
+    state: str
+    state_loc: Loc
+
+
+@dataclass(eq=False)
+class Transition(Node):
+    state: str | None  # direct transition
+    select: list[Expr] | None = None
+    cases: list[SelectCase] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class ParserState(Decl):
+    stmts: list[Stmt]
+    transition: Transition | None
+
+
+@dataclass(eq=False)
+class ParserDecl(Decl):
+    type_params: list[str]
+    params: list[Param]
+    ctor_params: list[Param]
+    locals: list[Node]
+    states: list[ParserState]
+    is_type: bool = False
+
+
+@dataclass(eq=False)
+class KeyElement(Node):
+    expr: Expr
+    match_kind: str
+    mk_loc: Loc
+    annos: list[Annotation]
+
+
+@dataclass(eq=False)
+class TableEntry(Node):
+    keys: list[Expr]
+    action: Expr  # Name or Call
+    priority: Expr | None
+    annos: list[Annotation]
+
+
+@dataclass(eq=False)
+class TableProperty(Node):
+    name: str
+    value: Any  # list[KeyElement] | list[(annos, Expr)] | list[TableEntry] | Expr
+    const: bool = False
+    annos: list[Annotation] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class TableDecl(Decl):
+    props: list[TableProperty]
+
+
+@dataclass(eq=False)
+class ControlDecl(Decl):
+    type_params: list[str]
+    params: list[Param]
+    ctor_params: list[Param]
+    locals: list[Node]
+    body: Block | None
+    is_type: bool = False
+
+
+@dataclass(eq=False)
+class PackageDecl(Decl):
+    type_params: list[str]
+    params: list[Param]
+
+
+@dataclass(eq=False)
+class Program(Node):
+    decls: list[Node]

@@ -1,0 +1,459 @@
+"""The p4sim data plane: one BMv2 JSON program, its runtime state, and the DataPlaneApi.
+
+Packets enter through ``receive(port, frame)`` (from the port I/O loop, from ``packet_out`` or
+from tests) and leave through ``tx(port, frame)`` or the packet-in handler for the CPU port.
+One lock serializes packet processing with control-plane calls, so every API call sees and
+changes a consistent state and a failed call changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from p4sim.switch.api import (
+    ActionCall,
+    ApiError,
+    CloneSession,
+    Code,
+    DigestHandler,
+    GroupMember,
+    GroupRef,
+    KeyField,
+    MemberRef,
+    MeterConfig,
+    PacketInHandler,
+    PortStats,
+    Replica,
+    SwitchStats,
+    TableEntry,
+)
+from p4sim.switch.pipeline import CompiledProgram
+from p4sim.switch.profiles import ActionProfile
+from p4sim.switch.program import ProgramError, load_program
+from p4sim.switch.tables import MatchTable
+from p4sim.switch.tm import DEFAULT_DEPTH, TrafficManager
+from p4sim.switch.v1model import V1Model
+
+MIN_FRAME = 14  # shorter than an Ethernet header: truncated
+MAX_FRAME = 9216 + 18  # jumbo frame plus Ethernet header and FCS room: anything longer is dropped
+
+
+class DataPlane:
+    def __init__(self, device_id: int = 0, cpu_port: int | None = None, priorities: int = 1,
+                 log: Any = None) -> None:
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.lock = threading.RLock()
+        self.log = log
+        self.tm = TrafficManager(priorities, DEFAULT_DEPTH)
+        self.flow: V1Model | None = None
+        self.cp: CompiledProgram | None = None
+        self._json: bytes | None = None
+        self.admin_up: dict[int, bool] = {}
+        self.link_up: dict[int, bool] = {}
+        self.port_stats: dict[int, PortStats] = {}
+        self.no_program_drops = 0
+        self.tx: Any = lambda port, frame: None  # set by the port layer (or a test)
+        self._packet_in: PacketInHandler | None = None
+        self._digest: DigestHandler | None = None
+        self._idle: Any = None
+        self.wake: Any = lambda: None  # port layer: wake the I/O loop (new deadline)
+
+    # -- data path ---------------------------------------------------------------------------
+
+    def _pstats(self, port: int) -> PortStats:
+        st = self.port_stats.get(port)
+        if st is None:
+            st = self.port_stats[port] = PortStats()
+        return st
+
+    def receive(self, port: int, frame: bytes) -> None:
+        """Process one frame arriving on ``port`` (ingress, then whatever egress is due)."""
+        with self.lock:
+            st = self._pstats(port)
+            st.rx_packets += 1
+            if not MIN_FRAME <= len(frame) <= MAX_FRAME:
+                st.rx_dropped_malformed += 1
+                return
+            flow = self.flow
+            if flow is None:
+                self.no_program_drops += 1
+                return
+            flow.fast_receive(port, frame)
+            if self.tm.backlog or flow.pending:
+                flow.service()
+
+    def receive_batch(self, port: int, frames: list[bytes]) -> None:
+        """``receive()`` for several frames from one port under one lock acquisition."""
+        with self.lock:
+            st = self._pstats(port)
+            flow, tm = self.flow, self.tm
+            for frame in frames:
+                st.rx_packets += 1
+                if not MIN_FRAME <= len(frame) <= MAX_FRAME:
+                    st.rx_dropped_malformed += 1
+                elif flow is None:
+                    self.no_program_drops += 1
+                else:
+                    flow.fast_receive(port, frame)
+                    if tm.backlog or flow.pending:
+                        flow.service()
+
+    def service(self) -> int:
+        with self.lock:
+            return self.flow.service() if self.flow is not None else 0
+
+    def next_deadline(self) -> float | None:
+        with self.lock:
+            return self.tm.next_deadline()
+
+    def drain(self, timeout: float = 5.0) -> None:
+        """Run egress until the queues are empty (waiting out rate pacing), for tests/benches."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.service()
+            with self.lock:
+                if not self.tm.backlog:
+                    return
+                deadline = self.tm.next_deadline()
+            if deadline is not None:
+                time.sleep(max(0.0, min(deadline - time.monotonic(), 0.01)))
+
+    def _output(self, port: int, frame: bytes) -> None:
+        st = self.port_stats.get(port)
+        if st is None:
+            st = self._pstats(port)
+        st.tx_packets += 1
+        if port == self.cpu_port:
+            if self._packet_in is not None:
+                self._packet_in(frame)
+            return
+        self.tx(port, frame)
+
+    def _digest_out(self, digest: Any) -> None:
+        if self._digest is not None:
+            self._digest(digest)
+
+    # -- pipeline ----------------------------------------------------------------------------
+
+    def load_pipeline(self, bmv2_json: bytes) -> None:
+        try:
+            program = load_program(bmv2_json)
+            cp = CompiledProgram(program, self.port_up, self.log)
+            flow = V1Model(cp, self.tm, self._output, self._digest_out, self.log)
+        except ProgramError as e:
+            raise ApiError(Code.INVALID_ARGUMENT, f"bad BMv2 JSON: {e}") from None
+        except RecursionError:
+            raise ApiError(Code.INVALID_ARGUMENT, "bad BMv2 JSON: nested too deeply") from None
+        except Exception as e:  # any other malformed object: reject, never crash the switch
+            raise ApiError(Code.INVALID_ARGUMENT,
+                           f"bad BMv2 JSON: malformed object ({type(e).__name__}: {e})") from None
+        with self.lock:
+            self.tm.clear()
+            self.cp = cp
+            self.flow = flow
+            self._json = bytes(bmv2_json)
+
+    def pipeline_json(self) -> bytes | None:
+        return self._json
+
+    def _cp(self) -> CompiledProgram:
+        if self.cp is None:
+            raise ApiError(Code.FAILED_PRECONDITION, "no pipeline loaded")
+        return self.cp
+
+    def _table(self, name: str) -> MatchTable:
+        table = self._cp().tables.get(name)
+        if table is None:
+            raise ApiError(Code.NOT_FOUND, f"unknown table '{name}'")
+        return table
+
+    def _profile(self, name: str) -> ActionProfile:
+        prof = self._cp().profiles.get(name)
+        if prof is None:
+            raise ApiError(Code.NOT_FOUND, f"unknown action profile '{name}'")
+        return prof
+
+    # -- tables ------------------------------------------------------------------------------
+
+    def table_insert(self, table: str, entry: TableEntry) -> None:
+        with self.lock:
+            self._table(table).insert(entry)
+
+    def table_modify(self, table: str, entry: TableEntry) -> None:
+        with self.lock:
+            self._table(table).modify(entry)
+
+    def table_delete(self, table: str, key: tuple[KeyField, ...], priority: int) -> None:
+        with self.lock:
+            self._table(table).delete(key, priority)
+
+    def table_entries(self, table: str) -> list[TableEntry]:
+        with self.lock:
+            return self._table(table).entry_list()
+
+    def table_clear(self, table: str) -> None:
+        with self.lock:
+            self._table(table).clear()
+
+    def table_set_default(self, table: str, action: ActionCall | None) -> None:
+        with self.lock:
+            self._table(table).set_default(action)
+
+    def table_get_default(self, table: str) -> ActionCall:
+        with self.lock:
+            return self._table(table).get_default()
+
+    def direct_counter_write(self, table: str, key: tuple[KeyField, ...], priority: int,
+                             packets: int, bytes_: int) -> None:
+        with self.lock:
+            t = self._table(table)
+            if not t.with_counters:
+                raise ApiError(Code.INVALID_ARGUMENT, f"table '{table}' has no direct counter")
+            entry = t.find(key, priority)
+            entry.packets, entry.bytes = packets, bytes_
+
+    def direct_meter_set(self, table: str, key: tuple[KeyField, ...], priority: int,
+                         config: MeterConfig | None) -> None:
+        with self.lock:
+            self._table(table).set_direct_meter(key, priority, config)
+
+    # -- action profiles ---------------------------------------------------------------------
+
+    def _refs(self, profile: str, ref: Any) -> bool:
+        cp = self._cp()
+        return any(t.profile is not None and t.profile.name == profile and e.action == ref
+                   for t in cp.tables.values() for e in t.entries.values())
+
+    def member_add(self, profile: str, member_id: int, action: ActionCall) -> None:
+        with self.lock:
+            self._profile(profile).member_add(member_id, action)
+
+    def member_modify(self, profile: str, member_id: int, action: ActionCall) -> None:
+        with self.lock:
+            self._profile(profile).member_modify(member_id, action)
+
+    def member_delete(self, profile: str, member_id: int) -> None:
+        with self.lock:
+            prof = self._profile(profile)
+            prof.member_delete(member_id, self._refs(profile, MemberRef(member_id)))
+
+    def members(self, profile: str) -> dict[int, ActionCall]:
+        with self.lock:
+            return {mid: m[2] for mid, m in self._profile(profile).members.items()}
+
+    def group_add(self, profile: str, group_id: int, members: list[GroupMember],
+                  max_size: int = 0) -> None:
+        with self.lock:
+            self._profile(profile).group_add(group_id, members, max_size)
+
+    def group_modify(self, profile: str, group_id: int, members: list[GroupMember]) -> None:
+        with self.lock:
+            self._profile(profile).group_modify(group_id, members)
+
+    def group_delete(self, profile: str, group_id: int) -> None:
+        with self.lock:
+            self._profile(profile).group_delete(group_id, self._refs(profile, GroupRef(group_id)))
+
+    def groups(self, profile: str) -> dict[int, list[GroupMember]]:
+        with self.lock:
+            return {g: list(m) for g, m in self._profile(profile).groups.items()}
+
+    # -- counters, meters, registers ---------------------------------------------------------
+
+    def _indexed(self, kind: str, table: dict, name: str, index: int | None = None) -> Any:
+        obj = table.get(name)
+        if obj is None:
+            raise ApiError(Code.NOT_FOUND, f"unknown {kind} '{name}'")
+        if index is not None and not 0 <= index < obj.size:
+            raise ApiError(Code.OUT_OF_RANGE, f"{kind} '{name}': index {index} out of range "
+                           f"0..{obj.size - 1}")
+        return obj
+
+    def counter_read(self, name: str, index: int) -> tuple[int, int]:
+        with self.lock:
+            c = self._indexed("counter", self._cp().counters, name, index)
+            return c.packets[index], c.bytes[index]
+
+    def counter_write(self, name: str, index: int, packets: int, bytes_: int) -> None:
+        with self.lock:
+            c = self._indexed("counter", self._cp().counters, name, index)
+            c.packets[index], c.bytes[index] = packets, bytes_
+
+    def counter_size(self, name: str) -> int:
+        with self.lock:
+            return self._indexed("counter", self._cp().counters, name).size
+
+    def meter_set(self, name: str, index: int, config: MeterConfig | None) -> None:
+        with self.lock:
+            m = self._indexed("meter", self._cp().meters, name, index)
+            m.meters[index].configure(config)
+
+    def meter_get(self, name: str, index: int) -> MeterConfig | None:
+        with self.lock:
+            return self._indexed("meter", self._cp().meters, name, index).meters[index].config
+
+    def register_read(self, name: str, index: int) -> int:
+        with self.lock:
+            return self._indexed("register", self._cp().registers, name, index).values[index]
+
+    def register_write(self, name: str, index: int, value: int) -> None:
+        with self.lock:
+            reg = self._indexed("register", self._cp().registers, name, index)
+            if not isinstance(value, int) or value < 0 or value >> reg.bitwidth:
+                raise ApiError(Code.INVALID_ARGUMENT, f"register '{name}': value {value!r} "
+                               f"does not fit in {reg.bitwidth} bits")
+            reg.values[index] = value
+
+    def register_size(self, name: str) -> int:
+        with self.lock:
+            return self._indexed("register", self._cp().registers, name).size
+
+    # -- idle timeouts (an addition to DataPlaneApi: P4Runtime IdleTimeoutNotification) -----
+
+    def set_idle_handler(self, handler: Any) -> None:
+        """``handler(table_name, [TableEntry, ...])`` receives entries of tables with
+        ``support_timeout`` that were not hit for their ``timeout_ms`` (once per idle period).
+        The port layer calls ``check_idle()`` periodically."""
+        self._idle = handler
+
+    def check_idle(self, now: float | None = None) -> None:
+        if self._idle is None or self.cp is None:
+            return
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            expired = {name: [t.to_api(e) for e in t.idle_entries(now)]
+                       for name, t in self.cp.tables.items() if t.supports_timeout}
+        for name, entries in expired.items():
+            if entries:
+                self._idle(name, entries)
+
+    # -- parser value sets (an addition to DataPlaneApi: P4Runtime ValueSetEntry) ------------
+
+    def parse_vset_set(self, name: str, values: list[int]) -> None:
+        """Replace the members of parser value set ``name`` (values of its compressed width)."""
+        with self.lock:
+            cp = self._cp()
+            if name not in cp.vsets:
+                raise ApiError(Code.NOT_FOUND, f"unknown parser value set '{name}'")
+            width = int(cp.p.parse_vsets[name].get("compressed_bitwidth") or 0)
+            for v in values:
+                if not isinstance(v, int) or v < 0 or (width and v >> width):
+                    raise ApiError(Code.INVALID_ARGUMENT, f"parser value set '{name}': value "
+                                   f"{v!r} does not fit in {width} bits")
+            cp.vsets[name].clear()
+            cp.vsets[name].update(values)
+
+    def parse_vset_get(self, name: str) -> list[int]:
+        with self.lock:
+            cp = self._cp()
+            if name not in cp.vsets:
+                raise ApiError(Code.NOT_FOUND, f"unknown parser value set '{name}'")
+            return sorted(cp.vsets[name])
+
+    # -- packet replication engine -----------------------------------------------------------
+
+    def _flow(self) -> V1Model:
+        if self.flow is None:
+            raise ApiError(Code.FAILED_PRECONDITION, "no pipeline loaded")
+        return self.flow
+
+    def mcast_group_set(self, group_id: int, replicas: list[Replica]) -> None:
+        if not 0 < group_id < 1 << 16:
+            raise ApiError(Code.INVALID_ARGUMENT, f"multicast group id {group_id} out of range")
+        with self.lock:
+            self._flow().mcast[group_id] = [Replica(r.egress_port, r.instance) for r in replicas]
+
+    def mcast_group_delete(self, group_id: int) -> None:
+        with self.lock:
+            if self._flow().mcast.pop(group_id, None) is None:
+                raise ApiError(Code.NOT_FOUND, f"multicast group {group_id} does not exist")
+
+    def mcast_groups(self) -> dict[int, list[Replica]]:
+        with self.lock:
+            return {g: list(r) for g, r in self._flow().mcast.items()}
+
+    def clone_session_set(self, session: CloneSession) -> None:
+        with self.lock:
+            self._flow().clones[session.session_id] = session
+
+    def clone_session_delete(self, session_id: int) -> None:
+        with self.lock:
+            if self._flow().clones.pop(session_id, None) is None:
+                raise ApiError(Code.NOT_FOUND, f"clone session {session_id} does not exist")
+
+    def clone_sessions(self) -> dict[int, CloneSession]:
+        with self.lock:
+            return dict(self._flow().clones)
+
+    # -- controller packet I/O ---------------------------------------------------------------
+
+    def packet_out(self, frame: bytes) -> None:
+        if self.cpu_port is None:
+            raise ApiError(Code.FAILED_PRECONDITION, "no CPU port configured")
+        self.receive(self.cpu_port, frame)
+
+    def set_packet_in_handler(self, handler: PacketInHandler | None) -> None:
+        self._packet_in = handler
+
+    def set_digest_handler(self, handler: DigestHandler | None) -> None:
+        self._digest = handler
+
+    # -- ports and queues --------------------------------------------------------------------
+
+    def port_up(self, port: int) -> bool:
+        return self.admin_up.get(port, True) and self.link_up.get(port, True)
+
+    def _port_changed(self) -> None:
+        if self.cp is not None:
+            for prof in self.cp.profiles.values():
+                prof.invalidate()
+
+    def set_port_up(self, port: int, up: bool) -> None:
+        with self.lock:
+            self.admin_up[port] = bool(up)
+            self._port_changed()
+
+    def set_link_up(self, port: int, up: bool) -> None:
+        """Link status as the port layer observes it (carrier)."""
+        with self.lock:
+            if self.link_up.get(port, True) != up:
+                self.link_up[port] = up
+                self._port_changed()
+
+    def add_socket_drops(self, port: int, dropped: int) -> None:
+        """Frames the kernel dropped on ``port``'s socket (the port layer reports them)."""
+        with self.lock:
+            self._pstats(port).rx_socket_drops += dropped
+
+    def set_queue_rate(self, pps: int, port: int | None = None,
+                       priority: int | None = None) -> None:
+        if pps < 0:
+            raise ApiError(Code.INVALID_ARGUMENT, f"queue rate {pps} must be >= 0")
+        with self.lock:
+            self.tm.set_rate(pps, port, priority)
+        self.wake()
+
+    def set_queue_depth(self, packets: int, port: int | None = None) -> None:
+        if packets < 0:
+            raise ApiError(Code.INVALID_ARGUMENT, f"queue depth {packets} must be >= 0")
+        with self.lock:
+            self.tm.set_depth(packets, port)
+
+    def stats(self) -> SwitchStats:
+        with self.lock:
+            tm = self.tm
+            known = set(self.port_stats) | set(tm.drops) | set(tm.busy_tx)
+            ports = {}
+            for p in sorted(known):
+                s = self.port_stats.get(p) or PortStats()
+                ports[p] = PortStats(s.rx_packets, s.tx_packets, s.rx_dropped_malformed,
+                                     tm.drops.get(p, 0), s.rx_socket_drops, tm.busy_seconds(p),
+                                     tm.busy_tx.get(p, 0), tm.rate(p),
+                                     tm.port_backlog.get(p, 0))
+            flow = self.flow
+            return SwitchStats(ports, flow.counters.parser_errors if flow else 0,
+                               (flow.counters.pipeline_drops if flow else 0)
+                               + self.no_program_drops)

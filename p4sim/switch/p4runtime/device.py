@@ -1,0 +1,358 @@
+"""One P4Runtime device: its forwarding pipeline config and the dispatch of Write/Read updates
+to the entity handlers. gRPC-free, so the rules can be read apart from the transport."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+from google.rpc import status_pb2
+from p4.v1 import p4runtime_pb2 as p4rt
+
+from p4sim.switch.api import ApiError, DataPlaneApi, Digest
+
+from . import direct, entities, tables
+from .arbitration import Arbiter, Connection, election_id
+from .codec import (
+    ERROR_SPACE,
+    FAILED_PRECONDITION,
+    INTERNAL,
+    INVALID_ARGUMENT,
+    PERMISSION_DENIED,
+    UNIMPLEMENTED,
+    UNKNOWN,
+    P4RTError,
+)
+from .context import Context
+from .p4info import PipelineInfo
+from .packetio import DigestManager, packet_in_message, packet_out_frame
+
+log = logging.getLogger("p4sim.p4runtime")
+Action = p4rt.SetForwardingPipelineConfigRequest
+ResponseType = p4rt.GetForwardingPipelineConfigRequest
+
+NOT_PRIMARY = P4RTError(PERMISSION_DENIED, "Not primary")
+NO_PIPELINE = P4RTError(FAILED_PRECONDITION, "No forwarding pipeline config set for this device")
+
+
+class Device:
+    def __init__(self, dp: DataPlaneApi, device_id: int, arbiter: Arbiter,
+                 registers: bool = False) -> None:
+        self.dp = dp
+        self.device_id = device_id
+        self.arbiter = arbiter
+        self.registers = registers
+        self.lock = threading.RLock()
+        self.ctx: Context | None = None
+        self.config: p4rt.ForwardingPipelineConfig | None = None  # p4info + cookie, as set
+        self.digests: DigestManager | None = None
+        self.staged: tuple[PipelineInfo, p4rt.ForwardingPipelineConfig] | None = None
+        dp.set_packet_in_handler(self._on_packet_in)
+        dp.set_digest_handler(self._on_digest)
+
+    def close(self) -> None:
+        self.dp.set_packet_in_handler(None)
+        self.dp.set_digest_handler(None)
+        if self.digests is not None:
+            self.digests.close()
+
+    # ---- access checks ------------------------------------------------------------------------
+
+    def check_writer(self, device_id: int, has_election: bool, election: int) -> None:
+        """PI: with no stream open for the device, writes without an election id are accepted;
+        otherwise the writer must carry the primary's election id."""
+        count = self.arbiter.count(device_id)
+        if count == 0 and has_election:
+            raise NOT_PRIMARY
+        if count > 0 and not self.arbiter.is_primary(device_id, election):
+            raise NOT_PRIMARY
+
+    # ---- pipeline config ----------------------------------------------------------------------
+
+    def set_pipeline(self, req: p4rt.SetForwardingPipelineConfigRequest) -> None:
+        self.check_writer(req.device_id, req.HasField("election_id"),
+                          election_id(req.election_id))
+        action = req.action
+        if action == Action.UNSPECIFIED:
+            raise P4RTError(INVALID_ARGUMENT, "Invalid SetForwardingPipeline action")
+        info = None
+        if action != Action.COMMIT:
+            info = PipelineInfo(req.config.p4info)
+        if action == Action.VERIFY:
+            return
+        if req.device_id != self.device_id:  # BMv2 refuses to be assigned another device id
+            if action == Action.COMMIT:
+                raise P4RTError(UNKNOWN, "Error in second phase of device update")
+            raise P4RTError(UNKNOWN, "Error when trying to assign device")
+        with self.lock:
+            if action == Action.COMMIT:
+                if self.staged is None:
+                    raise P4RTError(UNKNOWN, "Error in second phase of device update")
+                info, config = self.staged
+                self._install(info, config)
+            elif action == Action.VERIFY_AND_SAVE:
+                assert info is not None
+                if not device_config_is_json(req.config.p4_device_config):
+                    raise P4RTError(UNKNOWN, "Error in first phase of device update: "
+                                    "p4_device_config is not BMv2 JSON")
+                self.staged = (info, req.config)
+            elif action == Action.VERIFY_AND_COMMIT:
+                assert info is not None
+                self._install(info, req.config)
+            elif action == Action.RECONCILE_AND_COMMIT:
+                assert info is not None
+                self._reconcile(info, req.config)
+            else:
+                raise P4RTError(INVALID_ARGUMENT, "Invalid SetForwardingPipeline action")
+
+    def _install(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig) -> None:
+        try:
+            self.dp.load_pipeline(config.p4_device_config)
+        except ApiError as err:
+            raise P4RTError(UNKNOWN, f"Error in first phase of device update: {err.message}") \
+                from None
+        self._adopt(info, config)
+
+    def _adopt(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig) -> None:
+        info.bind_json(config.p4_device_config)
+        if self.digests is not None:
+            self.digests.close()
+        self.ctx = Context(self.dp, info, self.registers)
+        self.digests = DigestManager(info, self._send_to_primary)
+        self.config = p4rt.ForwardingPipelineConfig()
+        self.config.CopyFrom(config)
+        self.staged = None
+
+    def _reconcile(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig) -> None:
+        """Load the new pipeline and replay the forwarding state into it; if the state does
+        not fit the new program, restore the old pipeline and its state."""
+        old_ctx, old_config = self.ctx, self.config
+        saved = self._save_state() if old_ctx is not None else []
+        self._install(info, config)
+        failed = self._replay(saved)
+        if not failed:
+            return
+        if old_ctx is not None and old_config is not None:
+            self._install(old_ctx.info, old_config)
+            self._replay(saved)
+        raise P4RTError(UNKNOWN, f"Error when reconciling config: {failed}")
+
+    def _save_state(self) -> list[p4rt.Update]:
+        probes = [p4rt.Entity(action_profile_member=p4rt.ActionProfileMember()),
+                  p4rt.Entity(action_profile_group=p4rt.ActionProfileGroup())]
+        te = p4rt.Entity()
+        te.table_entry.counter_data.SetInParent()
+        te.table_entry.meter_config.SetInParent()
+        probes.append(te)
+        probes += [p4rt.Entity(meter_entry=p4rt.MeterEntry()),
+                   p4rt.Entity(counter_entry=p4rt.CounterEntry())]
+        mc = p4rt.Entity()
+        mc.packet_replication_engine_entry.multicast_group_entry.SetInParent()
+        cs = p4rt.Entity()
+        cs.packet_replication_engine_entry.clone_session_entry.SetInParent()
+        probes += [mc, cs]
+        updates = []
+        for probe in probes:
+            found: list[p4rt.Entity] = []
+            try:
+                self._read_entity(probe, found)
+            except P4RTError as err:
+                log.warning("reconcile: cannot save %s: %s", probe.WhichOneof("entity"), err)
+            for ent in found:
+                kind = ent.WhichOneof("entity")
+                utype = p4rt.Update.MODIFY if kind in ("meter_entry", "counter_entry") \
+                    else p4rt.Update.INSERT
+                updates.append(p4rt.Update(type=utype, entity=ent))
+        return updates
+
+    def _replay(self, updates: list[p4rt.Update]) -> str:
+        for upd in updates:
+            try:
+                self._apply(upd)
+            except P4RTError as err:
+                return err.message
+        return ""
+
+    def get_pipeline(self, req: p4rt.GetForwardingPipelineConfigRequest,
+                     out: p4rt.ForwardingPipelineConfig) -> None:
+        if req.device_id != self.device_id:
+            raise NO_PIPELINE
+        with self.lock:
+            if self.config is None:
+                raise NO_PIPELINE
+            rtype = req.response_type
+            if rtype in (ResponseType.ALL, ResponseType.P4INFO_AND_COOKIE):
+                out.p4info.CopyFrom(self.config.p4info)
+            if rtype in (ResponseType.ALL, ResponseType.DEVICE_CONFIG_AND_COOKIE):
+                out.p4_device_config = self.config.p4_device_config
+            if rtype not in (ResponseType.ALL, ResponseType.COOKIE_ONLY,
+                             ResponseType.P4INFO_AND_COOKIE,
+                             ResponseType.DEVICE_CONFIG_AND_COOKIE):
+                raise P4RTError(INVALID_ARGUMENT,
+                                "Invalid response_type in GetForwardingPipelineConfigRequest")
+            if self.config.HasField("cookie"):
+                out.cookie.CopyFrom(self.config.cookie)
+
+    # ---- Write ----------------------------------------------------------------------------------
+
+    def write(self, req: p4rt.WriteRequest) -> status_pb2.Status:
+        """Apply a WriteRequest; the google.rpc.Status to return (PI's shape)."""
+        self.check_writer(req.device_id, req.HasField("election_id"),
+                          election_id(req.election_id))
+        if req.device_id != self.device_id or self.ctx is None:
+            raise NO_PIPELINE
+        if req.atomicity != p4rt.WriteRequest.CONTINUE_ON_ERROR:
+            raise P4RTError(UNIMPLEMENTED,
+                            "Support for atomic write modes has not been implemented yet")
+        errors: list[p4rt.Error] = []
+        with self.lock:
+            for upd in req.updates:
+                error = p4rt.Error()
+                try:
+                    self._apply(upd)
+                except P4RTError as err:
+                    error.canonical_code, error.message = err.code, err.message
+                    error.space = ERROR_SPACE
+                except Exception as exc:  # a bug must not take the switch down
+                    log.exception("P4Runtime write failed")
+                    error.canonical_code, error.message = INTERNAL, f"internal error: {exc}"
+                    error.space = ERROR_SPACE
+                errors.append(error)
+        status = status_pb2.Status()
+        if any(e.canonical_code for e in errors):
+            status.code = UNKNOWN
+            for e in errors:
+                status.details.add().Pack(e)
+        return status
+
+    def _apply(self, upd: p4rt.Update) -> None:
+        ctx = self.ctx
+        assert ctx is not None
+        ent, utype = upd.entity, upd.type
+        kind = ent.WhichOneof("entity")
+        if kind == "table_entry":
+            tables.table_write(ctx, utype, ent.table_entry)
+        elif kind == "action_profile_member":
+            entities.member_write(ctx, utype, ent.action_profile_member)
+        elif kind == "action_profile_group":
+            entities.group_write(ctx, utype, ent.action_profile_group)
+        elif kind == "meter_entry":
+            entities.meter_write(ctx, utype, ent.meter_entry)
+        elif kind == "direct_meter_entry":
+            direct.direct_meter_write(ctx, utype, ent.direct_meter_entry)
+        elif kind == "counter_entry":
+            entities.counter_write(ctx, utype, ent.counter_entry)
+        elif kind == "direct_counter_entry":
+            direct.direct_counter_write(ctx, utype, ent.direct_counter_entry)
+        elif kind == "packet_replication_engine_entry":
+            entities.pre_write(ctx, utype, ent.packet_replication_engine_entry)
+        elif kind == "register_entry":
+            entities.register_write(ctx, utype, ent.register_entry)
+        elif kind == "digest_entry":
+            assert self.digests is not None
+            self.digests.config_write(utype, ent.digest_entry)
+        elif kind == "value_set_entry":
+            raise P4RTError(UNIMPLEMENTED, "ValueSet writes are not supported yet")
+        elif kind == "extern_entry":
+            raise P4RTError(UNIMPLEMENTED, "No extern support yet")
+        else:
+            raise P4RTError(UNKNOWN, "Incorrect entity type")
+
+    # ---- Read -----------------------------------------------------------------------------------
+
+    def read(self, req: p4rt.ReadRequest) -> tuple[list[p4rt.Entity], P4RTError | None]:
+        """Entities read, and the error that stopped the read (PI stops at the first one)."""
+        if req.device_id != self.device_id or self.ctx is None:
+            raise NO_PIPELINE
+        found: list[p4rt.Entity] = []
+        with self.lock:
+            for ent in req.entities:
+                try:
+                    self._read_entity(ent, found)
+                except P4RTError as err:
+                    return found, err
+                except Exception as exc:
+                    log.exception("P4Runtime read failed")
+                    return found, P4RTError(INTERNAL, f"internal error: {exc}")
+        return found, None
+
+    def _read_entity(self, ent: p4rt.Entity, out: list[p4rt.Entity]) -> None:
+        ctx = self.ctx
+        assert ctx is not None
+        kind = ent.WhichOneof("entity")
+        if kind == "table_entry":
+            tables.table_read(ctx, ent.table_entry, out)
+        elif kind == "action_profile_member":
+            entities.member_read(ctx, ent.action_profile_member, out)
+        elif kind == "action_profile_group":
+            entities.group_read(ctx, ent.action_profile_group, out)
+        elif kind == "meter_entry":
+            entities.meter_read(ctx, ent.meter_entry, out)
+        elif kind == "direct_meter_entry":
+            direct.direct_meter_read(ctx, ent.direct_meter_entry, out)
+        elif kind == "counter_entry":
+            entities.counter_read(ctx, ent.counter_entry, out)
+        elif kind == "direct_counter_entry":
+            direct.direct_counter_read(ctx, ent.direct_counter_entry, out)
+        elif kind == "packet_replication_engine_entry":
+            entities.pre_read(ctx, ent.packet_replication_engine_entry, out)
+        elif kind == "register_entry":
+            entities.register_read(ctx, ent.register_entry, out)
+        elif kind == "digest_entry":
+            assert self.digests is not None
+            self.digests.config_read(ent.digest_entry, out)
+        elif kind == "value_set_entry":
+            raise P4RTError(UNIMPLEMENTED, "ValueSet reads are not supported yet")
+        else:
+            raise P4RTError(UNKNOWN, "Incorrect entity type")
+
+    # ---- stream ---------------------------------------------------------------------------------
+
+    def stream_message(self, conn: Connection, req: p4rt.StreamMessageRequest) -> None:
+        """Packet-out and digest acks; PI ignores them from backups and before arbitration."""
+        if conn.election is None or conn.device_id != self.device_id:
+            return
+        if not self.arbiter.is_primary_conn(conn):
+            return
+        ctx, digests = self.ctx, self.digests
+        if ctx is None:
+            return
+        kind = req.WhichOneof("update")
+        if kind == "packet":
+            try:
+                frame = packet_out_frame(ctx.info, req.packet)
+                self.dp.packet_out(frame)
+            except (P4RTError, ApiError) as err:
+                # PI's stream error reporting is off by default: the packet is dropped
+                log.warning("PacketOut dropped: %s", getattr(err, "message", err))
+        elif kind == "digest_ack" and digests is not None:
+            digests.ack(req.digest_ack)
+
+    def _send_to_primary(self, msg: p4rt.StreamMessageResponse) -> None:
+        self.arbiter.send_to_primary(self.device_id, msg)
+
+    def _on_packet_in(self, frame: bytes) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            return
+        try:
+            msg = packet_in_message(ctx.info.packet_in, frame)
+        except Exception:
+            log.exception("cannot decode packet-in")
+            return
+        if msg is not None:
+            self.arbiter.send_to_primary(self.device_id, msg)
+
+    def _on_digest(self, digest: Digest) -> None:
+        digests = self.digests
+        if digests is not None:
+            digests.on_digest(digest)
+
+
+def device_config_is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+        return True
+    except (ValueError, UnicodeDecodeError):
+        return False

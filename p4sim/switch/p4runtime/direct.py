@@ -1,0 +1,138 @@
+"""DirectCounterEntry and DirectMeterEntry: the direct resources of table entries, addressed by
+the entry's key, with PI's checks and messages."""
+
+from __future__ import annotations
+
+from p4.v1 import p4runtime_pb2 as p4rt
+
+from .codec import INVALID_ARGUMENT, UNIMPLEMENTED, P4RTError
+from .context import Context, EntryKey, target
+from .p4info import TableInfo
+from .tables import (
+    build_key,
+    counter_to_proto,
+    counter_values,
+    key_to_proto,
+    meter_to_proto,
+    to_meter,
+)
+
+Update = p4rt.Update
+
+
+def _err(message: str, code: int = INVALID_ARGUMENT) -> P4RTError:
+    return P4RTError(code, message)
+
+
+
+# ---- direct counters and meters ----------------------------------------------------------------
+
+
+def _direct_target(ctx: Context, te: p4rt.TableEntry, kind: str) -> tuple[TableInfo, EntryKey]:
+    t = ctx.table(te.table_id)
+    key = build_key(t, te)
+    if te.is_default_action:
+        raise _err(f"Direct {kind}s of the default entry are not supported by p4sim",
+                   UNIMPLEMENTED)
+    if key not in ctx.table_entries_meta(t.id):
+        raise _err("Cannot map table entry to handle")
+    return t, key
+
+
+def direct_counter_write(ctx: Context, utype: int, e: p4rt.DirectCounterEntry) -> None:
+    if not e.HasField("table_entry"):
+        raise _err("Missing table_entry field in DirectCounterEntry")
+    t, (key, prio) = _direct_target(ctx, e.table_entry, "counter")
+    if not t.direct_counter_id:
+        raise _err("Table has no direct counters")
+    if utype == Update.UNSPECIFIED:
+        raise _err("Update type is not set")
+    if utype == Update.INSERT:
+        raise _err("INSERT update type not supported for counters")
+    if utype not in (Update.MODIFY, Update.DELETE):
+        raise _err("Invalid update type")
+    values = (0, 0) if utype == Update.DELETE else counter_values(
+        ctx.info.direct_counters[t.direct_counter_id].unit, e.data)
+    target(lambda: ctx.dp.direct_counter_write(t.name, key, prio, *values),
+           "Error when writing to direct counter")
+
+
+def direct_counter_read(ctx: Context, e: p4rt.DirectCounterEntry,
+                        out: list[p4rt.Entity]) -> None:
+    if not e.HasField("table_entry"):
+        raise _err("Missing table_entry field in DirectCounterEntry")
+    if e.table_entry.table_id == 0:
+        raise _err("Reading all direct counters for ALL tables is not supported yet",
+                   UNIMPLEMENTED)
+    t = ctx.table(e.table_entry.table_id)
+    if not t.direct_counter_id:
+        raise _err("Table has no direct counters")
+    unit = ctx.info.direct_counters[t.direct_counter_id].unit
+    single = bool(e.table_entry.match) or e.table_entry.is_default_action
+    if single:
+        _direct_target(ctx, e.table_entry, "counter")
+    wanted = build_key(t, e.table_entry) if single else None
+    for entry in target(lambda: ctx.dp.table_entries(t.name),
+                        "Error when reading counter from target"):
+        if wanted is not None and (entry.key, entry.priority) != wanted:
+            continue
+        ent = p4rt.Entity()
+        if single:
+            ent.direct_counter_entry.table_entry.CopyFrom(e.table_entry)
+        else:
+            te = ent.direct_counter_entry.table_entry
+            te.table_id = t.id
+            key_to_proto(t, entry.key, te)
+            te.priority = entry.priority
+        packets, bytes_ = entry.counter or (0, 0)
+        counter_to_proto(unit, packets, bytes_, ent.direct_counter_entry.data)
+        out.append(ent)
+
+
+def direct_meter_write(ctx: Context, utype: int, e: p4rt.DirectMeterEntry) -> None:
+    if not e.HasField("table_entry"):
+        raise _err("Missing table_entry field in DirectMeterEntry")
+    t, (key, prio) = _direct_target(ctx, e.table_entry, "meter")
+    if not t.direct_meter_id:
+        raise _err("Table has no direct meters")
+    if utype == Update.UNSPECIFIED:
+        raise _err("Update type is not set")
+    if utype == Update.INSERT:
+        raise _err("INSERT update type not supported for meters")
+    if utype == Update.DELETE:
+        raise _err("DELETE update type not supported for meters")
+    if utype != Update.MODIFY:
+        raise _err("Invalid update type")
+    cfg = to_meter(e.config) if e.HasField("config") else None
+    target(lambda: ctx.dp.direct_meter_set(t.name, key, prio, cfg),
+           "Error when writing direct meter spec")
+
+
+def direct_meter_read(ctx: Context, e: p4rt.DirectMeterEntry, out: list[p4rt.Entity]) -> None:
+    if not e.HasField("table_entry"):
+        raise _err("Missing table_entry field in DirectMeterEntry")
+    if e.table_entry.table_id == 0:
+        raise _err("Reading all direct meters for ALL tables is not supported yet",
+                   UNIMPLEMENTED)
+    t = ctx.table(e.table_entry.table_id)
+    if not t.direct_meter_id:
+        raise _err("Table has no direct meters")
+    single = bool(e.table_entry.match) or e.table_entry.is_default_action
+    if single:
+        _direct_target(ctx, e.table_entry, "meter")
+    wanted = build_key(t, e.table_entry) if single else None
+    for entry in target(lambda: ctx.dp.table_entries(t.name),
+                        "Error when reading meter from target"):
+        if wanted is not None and (entry.key, entry.priority) != wanted:
+            continue
+        ent = p4rt.Entity()
+        if single:
+            ent.direct_meter_entry.table_entry.CopyFrom(e.table_entry)
+        else:
+            te = ent.direct_meter_entry.table_entry
+            te.table_id = t.id
+            key_to_proto(t, entry.key, te)
+            te.priority = entry.priority
+        if entry.meter is not None:
+            meter_to_proto(entry.meter, ent.direct_meter_entry.config)
+        out.append(ent)

@@ -1,0 +1,188 @@
+"""The P4Runtime gRPC service of the p4sim switch (what simple_switch_grpc serves through PI).
+
+``serve(dataplane, "127.0.0.1:9559")`` starts it; the returned handle's ``stop()`` ends it.
+Status shapes follow PI's server: request-level failures carry a serialized google.rpc.Status in
+the ``grpc-status-details-bin`` trailer; a failed Write is UNKNOWN with one p4.v1.Error per update.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+
+import grpc
+from google.rpc import status_pb2
+from p4.v1 import p4runtime_pb2 as p4rt
+from p4.v1 import p4runtime_pb2_grpc
+
+from p4sim.switch.api import DataPlaneApi
+
+from .arbitration import Arbiter, Connection, election_id
+from .codec import FAILED_PRECONDITION, INTERNAL, P4RTError
+from .device import NO_PIPELINE, NOT_PRIMARY, Device
+
+log = logging.getLogger("p4sim.p4runtime")
+API_VERSION = "1.4.1"
+MAX_MESSAGE = 256 * 1024 * 1024  # as PI's server
+_GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
+_PLAIN = (NOT_PRIMARY, NO_PIPELINE)  # PI returns these two without a details trailer
+
+
+def _abort(context: grpc.ServicerContext, err: P4RTError) -> None:
+    context.set_code(_GRPC_CODES.get(err.code, grpc.StatusCode.UNKNOWN))
+    context.set_details(err.message)
+    if err not in _PLAIN:
+        status = status_pb2.Status(code=err.code, message=err.message)
+        context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+
+
+class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
+    def __init__(self, device: Device) -> None:
+        self.device = device
+
+    def Write(self, request, context):
+        try:
+            status = self.device.write(request)
+        except P4RTError as err:
+            _abort(context, err)
+            return p4rt.WriteResponse()
+        except Exception as exc:
+            log.exception("Write failed")
+            _abort(context, P4RTError(INTERNAL, f"internal error: {exc}"))
+            return p4rt.WriteResponse()
+        if status.code:
+            context.set_code(grpc.StatusCode.UNKNOWN)
+            context.set_details(status.message)
+            context.set_trailing_metadata(
+                (("grpc-status-details-bin", status.SerializeToString()),))
+        return p4rt.WriteResponse()
+
+    def Read(self, request, context) -> Iterator[p4rt.ReadResponse]:
+        try:
+            found, err = self.device.read(request)
+        except P4RTError as exc:
+            _abort(context, exc)
+            return
+        except Exception as exc:
+            log.exception("Read failed")
+            _abort(context, P4RTError(INTERNAL, f"internal error: {exc}"))
+            return
+        # PI sends what it read before an error, then the error status
+        yield p4rt.ReadResponse(entities=found)
+        if err is not None:
+            _abort(context, err)
+
+    def SetForwardingPipelineConfig(self, request, context):
+        try:
+            self.device.set_pipeline(request)
+        except P4RTError as err:
+            _abort(context, err)
+        except Exception as exc:
+            log.exception("SetForwardingPipelineConfig failed")
+            _abort(context, P4RTError(INTERNAL, f"internal error: {exc}"))
+        return p4rt.SetForwardingPipelineConfigResponse()
+
+    def GetForwardingPipelineConfig(self, request, context):
+        rep = p4rt.GetForwardingPipelineConfigResponse()
+        try:
+            self.device.get_pipeline(request, rep.config)
+        except P4RTError as err:
+            _abort(context, err)
+            return p4rt.GetForwardingPipelineConfigResponse()
+        except Exception as exc:
+            log.exception("GetForwardingPipelineConfig failed")
+            _abort(context, P4RTError(INTERNAL, f"internal error: {exc}"))
+            return p4rt.GetForwardingPipelineConfigResponse()
+        return rep
+
+    def Capabilities(self, request, context):
+        return p4rt.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
+
+    def StreamChannel(self, request_iterator, context) -> Iterator[p4rt.StreamMessageResponse]:
+        conn = Connection()
+        arbiter = self.device.arbiter
+        ended: list[P4RTError] = []
+
+        def read_requests() -> None:
+            try:
+                for req in request_iterator:
+                    if req.WhichOneof("update") == "arbitration":
+                        err = self._arbitrate(conn, req.arbitration)
+                        if err is not None:
+                            ended.append(err)
+                            break
+                    else:
+                        self.device.stream_message(conn, req)
+            except grpc.RpcError:
+                pass  # the client went away
+            except Exception:
+                log.exception("StreamChannel reader failed")
+            finally:
+                conn.close()
+
+        context.add_callback(conn.close)
+        reader = threading.Thread(target=read_requests, name=f"p4rt-stream-{conn.id}",
+                                  daemon=True)
+        reader.start()
+        try:
+            while True:
+                msg = conn.outbox.get()
+                if msg is None:
+                    break
+                yield msg
+        finally:
+            arbiter.remove(conn)
+        if ended:
+            _abort(context, ended[0])
+
+    def _arbitrate(self, conn: Connection, arb: p4rt.MasterArbitrationUpdate) -> P4RTError | None:
+        eid = election_id(arb.election_id)
+        try:
+            if conn.election is None:
+                self.device.arbiter.add(conn, arb.device_id, eid)
+            elif conn.device_id != arb.device_id:
+                return P4RTError(FAILED_PRECONDITION, "Invalid device id")
+            else:
+                self.device.arbiter.update(conn, eid)
+        except P4RTError as err:
+            return err
+        return None
+
+
+class ServerHandle:
+    """What ``serve`` returns: the listening port and ``stop()``."""
+
+    def __init__(self, server: grpc.Server, device: Device, port: int) -> None:
+        self.server = server
+        self.device = device
+        self.port = port
+
+    def stop(self, grace: float | None = 0.5) -> None:
+        self.server.stop(grace).wait()
+        self.device.close()
+
+    def wait(self) -> None:
+        self.server.wait_for_termination()
+
+
+def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None, *,
+          registers: bool = False, max_workers: int = 40) -> ServerHandle:
+    """Start the P4Runtime server for ``dataplane`` on ``grpc_addr`` ("host:port", port 0 picks
+    a free one). ``registers=True`` enables RegisterEntry reads/writes, which PI/BMv2 answer
+    with UNIMPLEMENTED (so the default keeps BMv2's behavior)."""
+    dev_id = dataplane.device_id if device_id is None else device_id
+    device = Device(dataplane, dev_id, Arbiter(), registers=registers)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE),
+                 ("grpc.max_send_message_length", MAX_MESSAGE),
+                 ("grpc.so_reuseport", 0)])
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(P4RuntimeServicer(device), server)
+    port = server.add_insecure_port(grpc_addr)
+    if port == 0:
+        device.close()
+        raise OSError(f"cannot listen on {grpc_addr}")
+    server.start()
+    return ServerHandle(server, device, port)

@@ -1,0 +1,338 @@
+"""Build a runnable program from a loaded BMv2 JSON: actions, tables, profiles, control flow.
+
+A control pipeline is a graph of nodes (tables and conditionals); each node is a closure
+``node(P, F) -> next node`` and ``run`` walks it until the end or until ``exit`` was executed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from p4sim.switch.api import ActionCall, Exact, Lpm, Optional_, Range, TableEntry, Ternary
+from p4sim.switch.calculations import compile_calculations, compile_checksums, compile_hash
+from p4sim.switch.codegen import Gen, hexstr
+from p4sim.switch.deparser import compile_deparser
+from p4sim.switch.externs import CounterArray, MeterArray, RegisterArray
+from p4sim.switch.parser import ParserCompiler
+from p4sim.switch.primitives import ActionCompiler, const_action_data
+from p4sim.switch.profiles import ActionProfile
+from p4sim.switch.program import Program, ProgramError
+from p4sim.switch.tables import JSON_PRIORITY_BASE, ActionDef, MatchTable
+
+
+@contextlib.contextmanager
+def _section(where: str) -> Iterator[None]:
+    """Name the JSON object being built in errors that are not already ProgramErrors."""
+    try:
+        yield
+    except ProgramError:
+        raise
+    except Exception as e:
+        raise ProgramError(f"{where}: malformed ({type(e).__name__}: {e})") from None
+
+
+def _run_pipeline(init: Any) -> Any:
+    def run(P: Any, F: list[int]) -> None:
+        node = init
+        while node is not None:
+            node = node(P, F)
+            if P.exit:
+                return
+    return run
+
+
+class CompiledProgram:
+    def __init__(self, program: Program, port_up: Any, log: Any = None) -> None:
+        self.p = program
+        self.port_up = port_up
+        ns: dict[str, Any] = {}
+        self.ns = ns
+        self.registers = {n: RegisterArray(n, int(r.get("size", 0)), int(r.get("bitwidth", 32)))
+                          for n, r in program.register_arrays.items()}
+        self.counters = {n: CounterArray(n, int(c.get("size", 0)))
+                         for n, c in program.counter_arrays.items() if not c.get("is_direct")}
+        self.meters = {n: MeterArray(n, int(m.get("size", 0)), m.get("type") == "bytes")
+                       for n, m in program.meter_arrays.items() if not m.get("is_direct")}
+        ns["REGISTERS"] = self.registers
+        ns["COUNTERS"] = self.counters
+        ns["METERS"] = self.meters
+        self.gen = Gen(program, ns)
+        with _section("calculations"):
+            self.calcs = compile_calculations(self.gen)
+        ns["CALCS"] = self.calcs
+        self.vsets: dict[str, set[int]] = {n: set() for n in program.parse_vsets}
+        self.action_compiler = ActionCompiler(self.gen, log)
+        self.actions: dict[int, ActionDef] = {}
+        for aid, act in program.actions.items():
+            with _section(f"action '{act.get('name')}'"):
+                widths = tuple(int(p.get("bitwidth", 0)) for p in act.get("runtime_data") or [])
+                self.actions[aid] = ActionDef(aid, act["name"],
+                                              self.action_compiler.compile_action(act), widths)
+        if not program.parsers:
+            raise ProgramError("parsers: the program has no parser")
+        pc = ParserCompiler(self.gen, self.action_compiler, self.vsets)
+        with _section(f"parser '{program.parsers[0].get('name')}'"):
+            self.parser_start = pc.compile(program.parsers[0])
+        if not program.deparsers:
+            raise ProgramError("deparsers: the program has no deparser")
+        with _section("deparser"):
+            self.deparse = compile_deparser(self.gen, program.deparsers[0])
+        self.verify_checksums, self.update_checksums = compile_checksums(
+            self.gen, self.calcs, program.std_slot("checksum_error"))
+        self.tables: dict[str, MatchTable] = {}
+        self.profiles: dict[str, ActionProfile] = {}
+        self.pipelines: dict[str, Any] = {}
+        self.pipeline_init = {name: pipe.get("init_table")
+                              for name, pipe in program.pipelines.items()}
+        for name, pipe in program.pipelines.items():
+            self.pipelines[name] = self._build_pipeline(pipe)
+        self.field_lists = {fid: self._slots(elems, f"field_lists id {fid}")
+                            for fid, elems in program.field_lists.items()}
+        self.learn_lists = {lid: (ll.get("name", str(lid)),
+                                  self._slots(ll.get("elements") or [], f"learn_lists id {lid}"))
+                            for lid, ll in program.learn_lists.items()}
+
+    def _slots(self, elements: list, where: str) -> list[int]:
+        slots = []
+        for el in elements:
+            if el.get("type") == "field":
+                slots.append(self.p.field(el.get("value"), where).slot)
+            elif el.get("type") == "header":
+                inst = self.p.header(el.get("value"), where)
+                slots += [f.slot for f in inst.fields] + [inst.valid_slot]
+        return slots
+
+    # -- pipelines ---------------------------------------------------------------------------
+
+    def _build_pipeline(self, pipe: dict) -> Any:
+        pname = pipe.get("name")
+        nodes: dict[str, Any] = {}
+        fixups: list[tuple[Any, str, Any]] = []  # (object, attribute, node name)
+        for prof in pipe.get("action_profiles") or []:
+            with _section(f"action profile '{prof.get('name')}'"):
+                self._build_profile(prof)
+        for t in pipe.get("tables") or []:
+            with _section(f"pipeline '{pname}' table '{t.get('name')}'"):
+                table = self._build_table(t, f"pipeline '{pname}' table '{t.get('name')}'")
+            self.tables[table.name] = table
+            nodes[table.name] = _table_node(table)
+            nt = t.get("next_tables") or {}
+            if "__HIT__" in nt or "__MISS__" in nt:
+                table.hit_miss = True
+                fixups.append((table, "next_hit", nt.get("__HIT__")))
+                fixups.append((table, "next_miss", nt.get("__MISS__")))
+            for aname, nxt in nt.items():
+                if aname not in ("__HIT__", "__MISS__"):
+                    fixups.append((table.next_by_action, aname, nxt))
+            fixups.append((table, "base_default_next", t.get("base_default_next")))
+        for c in pipe.get("conditionals") or []:
+            where = f"pipeline '{pname}' conditional '{c.get('name')}'"
+            holder = _Branch()
+            # One generated function evaluates the condition and returns the next node.
+            br = self.gen.const(holder, "br")
+            src = self.gen.expr(c.get("expression"), where)
+            nodes[c["name"]] = self.gen.make_function(
+                "_cond", [f"return {br}.true_next if {src} else {br}.false_next"], where,
+                params="P, F, D=()")
+            fixups.append((holder, "true_next", c.get("true_next")))
+            fixups.append((holder, "false_next", c.get("false_next")))
+        for ac in pipe.get("action_calls") or []:
+            adef = self.actions.get(ac.get("action_id"))
+            if adef is None:
+                raise ProgramError(f"pipeline '{pname}' action_call '{ac.get('name')}': "
+                                   "unknown action id")
+            holder = _Branch()
+            nodes[ac["name"]] = _action_node(adef, holder)
+            fixups.append((holder, "true_next", ac.get("next_node")))
+        for obj, attr, name in fixups:
+            if name is not None and name not in nodes:
+                raise ProgramError(f"pipeline '{pname}': unknown next node {name!r}")
+            target = nodes.get(name) if name is not None else None
+            if isinstance(obj, dict):
+                obj[attr] = target
+            else:
+                setattr(obj, attr, target)
+        for table in self.tables.values():
+            for entry in table.entries.values():  # const entries added before fixups
+                if entry.name:
+                    entry.next = table.next_by_action.get(entry.name, table.base_default_next)
+        init = pipe.get("init_table")
+        if init is not None and init not in nodes:
+            raise ProgramError(f"pipeline '{pname}': unknown init_table {init!r}")
+        return _run_pipeline(nodes.get(init) if init else None)
+
+    def _build_profile(self, prof: dict) -> None:
+        name = prof.get("name")
+        where = f"action profile '{name}'"
+        sel = prof.get("selector")
+        hash_fn = None
+        if sel:
+            hash_fn = compile_hash(self.gen, sel.get("algo", ""), sel.get("input") or [], where)
+        actions = {a.name: a for a in self.actions.values()}
+        self.profiles[name] = ActionProfile(name, int(prof.get("max_size", 0)), actions, hash_fn,
+                                            self.port_up)
+
+    def _build_table(self, t: dict, where: str) -> MatchTable:
+        name = t.get("name")
+        keys: list[tuple[str, int, str]] = []
+        key_src: list[str] = []
+        for i, k in enumerate(t.get("key") or []):
+            kind = k.get("match_type")
+            target = k.get("target")
+            kw = f"{where} key[{i}]"
+            if kind == "valid":
+                inst = self.p.header(target, kw)
+                src, width = f"F[{inst.valid_slot}]", 1
+                kname = k.get("name") or f"{target}.$valid$"
+            elif kind in ("exact", "lpm", "ternary", "range", "optional"):
+                info = self.p.field(target, kw)
+                src, width = f"(F[{info.slot}] & {info.mask})", info.width
+                kname = k.get("name") or ".".join(target)
+            else:
+                raise ProgramError(f"{kw}: unsupported match type {kind!r}")
+            if k.get("mask"):
+                src = f"({src} & {hexstr(k['mask'], kw)})"
+            keys.append((kind, width, kname))
+            key_src.append(src)
+        key_fn = self.gen.make_function("_key", [f"return ({', '.join(key_src)}{',' if key_src else ''})"],
+                                        where)
+        ids = t.get("action_ids")
+        if ids is not None:
+            adefs = [self.actions[a] for a in ids if a in self.actions]
+        else:
+            by_name = {a.name: a for a in self.actions.values()}
+            adefs = [by_name[n] for n in t.get("actions") or [] if n in by_name]
+        actions = {a.name: a for a in adefs}
+        profile = None
+        if t.get("type") in ("indirect", "indirect_ws"):
+            profile = self.profiles.get(t.get("action_profile"))
+            if profile is None:
+                raise ProgramError(f"{where}: unknown action_profile {t.get('action_profile')!r}")
+            profile.actions = actions
+        table = MatchTable(name, keys, actions, int(t.get("max_size") or 0), key_fn, profile)
+        table.supports_timeout = bool(t.get("support_timeout"))
+        table.with_counters = bool(t.get("with_counters")) or any(
+            c.get("is_direct") and c.get("binding") == name
+            for c in self.p.counter_arrays.values())
+        dm = t.get("direct_meters")
+        if dm:
+            marr = self.p.meter_arrays.get(dm)
+            if marr is None:
+                raise ProgramError(f"{where}: unknown direct meter {dm!r}")
+            table.meter_result_slot = self.p.field(marr.get("result_target"), where).slot
+            table.meter_by_bytes = marr.get("type") == "bytes"
+        de = t.get("default_entry")
+        if de:
+            adef = self.actions.get(de.get("action_id"))
+            if adef is None:
+                raise ProgramError(f"{where}: default_entry has unknown action id")
+            data = const_action_data(self.p.actions[adef.id], de.get("action_data") or [], where)
+            table.json_default = (adef, data)
+            table.default_action, table.default_data = adef, data
+            table.default_const = bool(de.get("action_const"))
+        for j, e in enumerate(t.get("entries") or []):
+            self._const_entry(table, e, f"{where} entries[{j}]")
+        if t.get("entries"):
+            table.const_entries = True
+        return table
+
+    def _const_entry(self, table: MatchTable, e: dict, where: str) -> None:
+        key = []
+        for mk in e.get("match_key") or []:
+            kind = mk.get("match_type")
+            if kind == "valid":
+                key.append(Exact(1 if mk.get("key") else 0))
+            elif kind == "exact":
+                key.append(Exact(hexstr(mk.get("key"), where)))
+            elif kind == "lpm":
+                key.append(Lpm(hexstr(mk.get("key"), where), int(mk.get("prefix_length", 0))))
+            elif kind == "ternary":
+                key.append(Ternary(hexstr(mk.get("key"), where), hexstr(mk.get("mask"), where)))
+            elif kind == "range":
+                key.append(Range(hexstr(mk.get("start"), where), hexstr(mk.get("end"), where)))
+            elif kind == "optional":
+                key.append(Optional_(hexstr(mk.get("key"), where)))
+            else:
+                raise ProgramError(f"{where}: unsupported match type {kind!r}")
+        ae = e.get("action_entry") or {}
+        adef = self.actions.get(ae.get("action_id"))
+        if adef is None:
+            raise ProgramError(f"{where}: unknown action id {ae.get('action_id')!r}")
+        data = const_action_data(self.p.actions[adef.id], ae.get("action_data") or [], where)
+        prio = JSON_PRIORITY_BASE - int(e.get("priority", 0) or 0)
+        try:
+            table.insert(TableEntry(tuple(key), ActionCall(adef.name, data), prio), const_ok=True)
+        except Exception as exc:
+            raise ProgramError(f"{where}: {exc}") from None
+
+
+class _Branch:
+    true_next: Any = None
+    false_next: Any = None
+
+
+def _action_node(adef: ActionDef, br: _Branch) -> Any:
+    def node(P: Any, F: list[int]) -> Any:
+        adef.fn(P, F, ())
+        return br.true_next
+    return node
+
+
+def _table_node(t: MatchTable) -> Any:
+    key_fn, lookup, profile = t.key_fn, t.lookup, t.profile
+    monotonic = time.monotonic
+
+    def miss(P: Any, F: list[int]) -> Any:
+        adef = t.default_action
+        if adef is not None:
+            adef.fn(P, F, t.default_data)
+        if t.hit_miss:
+            return t.next_miss
+        if adef is None:
+            return t.base_default_next
+        return t.next_by_action.get(adef.name, t.base_default_next)
+
+    if not t.keys and profile is None:
+        # A keyless table (p4c's wrapper for an action called from a control) always misses:
+        # skip the key and lookup and run the default action.
+        return miss
+
+    if profile is None and not t.with_counters and t.meter_result_slot is None \
+            and not t.supports_timeout:
+        def plain_node(P: Any, F: list[int]) -> Any:
+            e = lookup(key_fn(P, F, ()))
+            if e is None:
+                return miss(P, F)
+            e.fn(P, F, e.data)
+            return t.next_hit if t.hit_miss else e.next
+        return plain_node
+
+    def node(P: Any, F: list[int]) -> Any:
+        e = lookup(key_fn(P, F, ()))
+        if e is None:
+            return miss(P, F)
+        if t.with_counters:
+            e.packets += 1
+            e.bytes += P.length
+        if t.supports_timeout:
+            e.last_hit = monotonic()
+            e.idle_notified = False
+        if e.meter is not None:
+            units = P.length if t.meter_by_bytes else 1
+            F[t.meter_result_slot] = e.meter.execute(units)  # type: ignore[index]
+        if profile is not None:
+            chosen = profile.resolve(e.action, P, F)
+            if chosen is None:
+                return miss(P, F)
+            adef, data = chosen
+            adef.fn(P, F, data)
+            if t.hit_miss:
+                return t.next_hit
+            return t.next_by_action.get(adef.name, t.base_default_next)
+        e.fn(P, F, e.data)
+        return t.next_hit if t.hit_miss else e.next
+
+    return node

@@ -1,0 +1,141 @@
+"""The end-host programs of a run: command lines for each transfer, and their metrics.
+
+One ``cellfabric host recv`` per destination host of a step (it serves every flow into that
+host), one ``cellfabric host send`` per transfer. Senders pace at their NIC's line rate (the
+host link's rate in packets per second) under the run's rate control.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topologies.model import Topology, router_mac
+from topologies.workloads import Step, Transfer
+
+
+def host_cli() -> list[str]:
+    return [sys.executable, "-m", "topologies.cli", "host"]
+
+
+def cells_for(size: int, cell: int) -> int:
+    """Cells of a ``size``-byte message: the last cell gives 4 bytes to the immediate that
+    carries the message length (hosts/wire.py)."""
+    return max(1, math.ceil((size + 4) / cell))
+
+
+@dataclass
+class HostPlan:
+    host: str
+    argv: list[str]
+    metrics: Path
+    transfer: Transfer | None = None  # senders only
+    proc: Any = None
+    log: Path | None = None
+
+
+@dataclass
+class StepPlan:
+    index: int
+    receivers: list[HostPlan] = field(default_factory=list)
+    senders: list[HostPlan] = field(default_factory=list)
+
+
+def host_line_rate(topo: Topology, host: str) -> int:
+    return min(lk.queue.rate_pps for lk in topo.links_of(host))
+
+
+def time_scale(rate_pps: int) -> float:
+    """How much slower this fabric's clock runs than a datacenter's: DCQCN's published timers
+    (55 us, 50 us CNP interval...) assume a cell takes well under a microsecond on the wire;
+    here a cell takes 1/rate seconds. Scaling by cell time / 5 us keeps the controllers'
+    reaction time the same number of cell times (a 200 pps link: x1000)."""
+    return (1.0 / max(1, rate_pps)) / 5e-6
+
+
+def timing_args(rate_pps: int) -> dict[str, float]:
+    """Loss-recovery timers scaled to the fabric's time base: at a few hundred packets per
+    second a cell spends milliseconds per hop, so sprayed cells legitimately arrive tens of
+    cell-times apart; hold-offs shorter than that would retransmit reordered, not lost, cells."""
+    cell_time = 1.0 / max(1, rate_pps)
+    return {"sack_holdoff": 40 * cell_time, "rto": 100 * cell_time,
+            "port_timeout": 60 * cell_time}
+
+
+TELEMETRY_REPORT_PORT = 32766
+
+
+def host_reports(topo: Topology) -> bool:
+    """Host-sink INT with a collector: senders add INT, receivers report the stacks."""
+    return topo.fabric.int.mode == "host-sink" and topo.fabric.int.collector is not None
+
+
+def hosts_index(topo: Topology, host: str) -> int:
+    return list(topo.hosts).index(host) + 1
+
+
+def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
+              cc: str, qp_base: int) -> StepPlan:
+    """``ifname_of(host, nic_index)`` gives the Mininet interface name of a host's NIC."""
+    plan = StepPlan(index)
+    fab = topo.fabric
+    expected: dict[str, int] = {}
+    for t in step.transfers:
+        expected[t.dst] = expected.get(t.dst, 0) + t.count
+    for dst, count in sorted(expected.items()):
+        spec = topo.hosts[dst]
+        argv = [*host_cli(), "recv", "--expect-messages", str(count), "--linger", "1.0",
+                "--ack-every", "4"]
+        for i in range(len(spec.leaves)):
+            argv += ["--iface", ifname_of(dst, i)]
+        if cc == "credit":
+            argv += ["--credit-rate", str(host_line_rate(topo, dst))]
+        if host_reports(topo):
+            collector = topo.hosts[str(fab.int.collector)]
+            argv += ["--collector", f"{collector.ip}:{TELEMETRY_REPORT_PORT}",
+                     "--node-id", str(1000 + hosts_index(topo, dst))]
+        rate = host_line_rate(topo, dst)
+        scale = time_scale(rate)
+        # Feedback paced to the link's time base: at most one ACK per 4 cell times, and a
+        # NAK only for a gap older than the reordering spraying can cause.
+        argv += ["--cnp-interval-us", f"{50 * scale:.0f}", "--ack-delay", f"{4 / rate:.4f}",
+                 "--nak-holdoff", f"{timing_args(rate)['sack_holdoff']:.4f}"]
+        metrics = out_dir / f"step{index}-recv-{dst}.json"
+        argv += ["--metrics", str(metrics)]
+        plan.receivers.append(HostPlan(dst, argv, metrics))
+    for n, t in enumerate(step.transfers):
+        src = topo.hosts[t.src]
+        rate = host_line_rate(topo, t.src)
+        argv = [*host_cli(), "send", "--src-ip", src.ip, "--dst-ip", topo.hosts[t.dst].ip,
+                "--qp", str(qp_base + n), "--msg-size", str(t.size), "--count", str(t.count),
+                "--cell-size", str(fab.cell_size), "--cc", cc, "--rate", f"{rate}pps",
+                "--sport", str(t.sport or 49152 + qp_base + n), "--drain", "10"]
+        for key, value in timing_args(rate).items():
+            argv += [f"--{key.replace('_', '-')}", f"{value:.4f}"]
+        for i, leaf in enumerate(src.leaves):
+            argv += ["--iface", ifname_of(t.src, i),
+                     "--dst-mac", router_mac(topo.switches[leaf].device_id),
+                     "--src-mac", src.nic_mac(i)]
+        if cc in ("dcqcn", "hpcc"):
+            argv += ["--time-scale", f"{time_scale(rate):.1f}"]
+        if cc != "hpcc" and host_reports(topo):
+            argv += ["--int-source"]
+        if cc == "hpcc":
+            # Base RTT: a cell and its ACK across leaf-spine-leaf, in cell times.
+            argv += ["--int-source", "--link-rate", f"{rate}pps",
+                     "--cc-param", f"base_rtt_s={8.0 / rate:.4f}"]
+        metrics = out_dir / f"step{index}-send-{t.src}-{t.dst}.json"
+        argv += ["--metrics", str(metrics)]
+        plan.senders.append(HostPlan(t.src, argv, metrics, transfer=t))
+    return plan
+
+
+def read_metrics(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,117 @@
+"""Samples the fabric while a run goes: per-port transmit counters (over P4Runtime, either
+target) for link utilization, and per-port queue depth and traffic-manager statistics from
+p4sim's admin channel (embedded target only)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from controlplane.entities import CounterEntry
+from controlplane.fabric import Fabric
+from topologies.admin import SwitchAdmin
+from topologies.model import Topology
+
+PORT_TX = "MyEgress.port_tx"
+DROP_COUNTER = "drop_counter"
+ECN_MARKS = "MyEgress.ecn.ecn_marks"
+DROP_REASONS = {1: "no_route", 2: "isolation", 3: "ttl", 4: "bad_packet", 5: "l2_miss",
+                6: "acl", 7: "same_port", 8: "no_collector"}
+
+
+class FabricMonitor:
+    def __init__(self, topo: Topology, fabric: Fabric, admins: dict[str, SwitchAdmin],
+                 interval: float = 0.5) -> None:
+        self.topo = topo
+        self.fabric = fabric
+        self.admins = admins
+        self.interval = interval
+        # (switch, port) -> [(t, tx packets cumulative)]
+        self.tx: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
+        self.depth: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ports = {sw: sorted(lk.a_port if lk.a == sw else lk.b_port
+                                 for lk in topo.links_of(sw)) for sw in topo.switches}
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="fabric-monitor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            start = time.time()
+            try:
+                self.sample()
+            except Exception as exc:
+                if len(self.errors) < 20:
+                    self.errors.append(str(exc).splitlines()[0])
+            self._stop.wait(max(0.05, self.interval - (time.time() - start)))
+
+    def sample(self) -> None:
+        def read_tx(conn) -> list[CounterEntry]:
+            return conn.read(*(CounterEntry(counter=PORT_TX, index=p)
+                               for p in self.ports[conn.name]))
+
+        now = time.time()
+        for name, entries in self.fabric.run(read_tx, "counter read").items():
+            for e in entries:
+                self.tx[(name, e.index)].append((now, e.packets))
+        for name, admin in self.admins.items():
+            stats = admin.stats()
+            if stats is None:
+                continue
+            for port, st in stats.get("ports", {}).items():
+                if "queue_depth" in st:
+                    self.depth[(name, int(port))].append((now, int(st["queue_depth"])))
+
+    # -- derived --------------------------------------------------------------------------------
+    def rates(self, switch: str, port: int) -> list[tuple[float, float]]:
+        """(t, packets per second) between consecutive samples."""
+        samples = self.tx.get((switch, port), [])
+        return [(t1, (c1 - c0) / (t1 - t0)) for (t0, c0), (t1, c1)
+                in itertools.pairwise(samples) if t1 > t0]
+
+    def link_samples(self) -> dict[str, dict[str, Any]]:
+        """Topology link 'a-b' -> capacity and [t, pps a->b, pps b->a] rows (switch-to-switch
+        directions are measured at the sending switch; a host's sending side is not)."""
+        out: dict[str, dict[str, Any]] = {}
+        for lk in self.topo.links:
+            ab = self.rates(lk.a, lk.a_port) if lk.a in self.topo.switches else []
+            ba = self.rates(lk.b, lk.b_port) if lk.b in self.topo.switches else []
+            rows: dict[float, list[float]] = {}
+            for t, r in ab:
+                rows.setdefault(round(t, 3), [0.0, 0.0])[0] = r
+            for t, r in ba:
+                rows.setdefault(round(t, 3), [0.0, 0.0])[1] = r
+            out[lk.name] = {"capacity_pps": lk.queue.rate_pps,
+                            "samples": [[t, a, b] for t, (a, b) in sorted(rows.items())]}
+        return out
+
+    def queue_samples(self) -> dict[str, list[list[float]]]:
+        return {f"{sw}:{port}": [[t, d] for t, d in samples]
+                for (sw, port), samples in sorted(self.depth.items())}
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Final per-switch drop reasons and ECN marks, read over P4Runtime."""
+        def read(conn) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for e in conn.read(CounterEntry(counter=DROP_COUNTER)):
+                reason = DROP_REASONS.get(e.index)
+                if reason and e.packets:
+                    out[reason] = e.packets
+            marks = conn.read(*(CounterEntry(counter=ECN_MARKS, index=p)
+                                for p in self.ports[conn.name]))
+            out["ecn_marks"] = sum(e.packets for e in marks)
+            return out
+
+        return self.fabric.run(read, "counter read")

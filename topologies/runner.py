@@ -1,0 +1,337 @@
+"""`cellfabric run`: bring up a fabric, drive a workload through it, report, tear down.
+
+    compile p4src/fabric.p4 -> start one switch process per topology switch (Mininet, either
+    target) -> FabricController installs every entry and queue setting -> per workload step:
+    receivers, then senders, in the Mininet hosts -> metrics from hosts and switches ->
+    results/RUN/metrics.json + PNG plots + a summary table.
+
+Everything the run starts is stopped on success, on error and on Ctrl-C/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from netlab.targets import compile_p4
+
+from controlplane.fabric import Fabric
+from controlplane.fabric_controller import FabricController
+from topologies.admin import SwitchAdmin
+from topologies.hostprocs import StepPlan, cells_for, host_line_rate, plan_step, read_metrics
+from topologies.model import Topology
+from topologies.monitor import FabricMonitor
+from topologies.network import FabricNet
+from topologies.report import RunMetrics, format_summary, write_report
+from topologies.validity import service_problems
+from topologies.workloads import Workload
+
+ROOT = Path(__file__).resolve().parents[1]
+FABRIC_P4 = ROOT / "p4src" / "fabric.p4"
+
+
+class RunError(RuntimeError):
+    pass
+
+
+@dataclass
+class LinkEvent:
+    link: str
+    at_s: float
+    up: bool
+
+
+@dataclass
+class RunConfig:
+    topo: Topology
+    target: str
+    workload: Workload
+    cc: str
+    run_dir: Path
+    events: list[LinkEvent] = field(default_factory=list)
+    pcap: bool = False
+    step_timeout_s: float = 120.0
+    progress: bool = True
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+class FabricRun:
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.topo = cfg.topo
+        self.fnet: FabricNet | None = None
+        self.fabric: Fabric | None = None
+        self.controller: FabricController | None = None
+        self.monitor: FabricMonitor | None = None
+        self.admins: dict[str, SwitchAdmin] = {}
+        self.steps: list[StepPlan] = []
+        self.step_times: list[dict[str, Any]] = []
+        self.event_log: list[dict[str, Any]] = []
+        self.t0 = 0.0
+        self.collector: Any = None
+
+    # -- bring-up ---------------------------------------------------------------------------
+    def bring_up(self) -> None:
+        cfg, topo = self.cfg, self.topo
+        build = cfg.run_dir / "build"
+        _say(f"[1/5] compiling {FABRIC_P4.relative_to(ROOT)} for {cfg.target}")
+        json_path, p4info = compile_p4(FABRIC_P4, build, target=cfg.target)
+        _say(f"[2/5] starting {len(topo.switches)} switches and {len(topo.hosts)} hosts")
+        self.fnet = FabricNet(topo, cfg.target, None, cfg.run_dir, pcap=cfg.pcap)
+        self.fnet.build()
+        dead = self.fnet.start()
+        if dead:
+            logs = cfg.run_dir / "logs"
+            raise RunError(f"switches did not start: {', '.join(dead)} (logs in {logs})")
+        self.admins = {
+            name: SwitchAdmin(name, cfg.target, self.fnet.switch(name).thrift_port)
+            for name in topo.switches}
+        self.fabric = Fabric({
+            name: (self.fnet.switch(name).grpc_addr, sw.device_id)
+            for name, sw in topo.switches.items()}, reconnect=False)
+        self.fabric.connect()
+        _say("[3/5] installing tables, groups and queue settings")
+        self.controller = FabricController(
+            topo, self.fabric, p4info, json_path,
+            queue_setter=lambda sw, port, pps, depth: self.admins[sw].set_queue(port, pps, depth),
+            log=lambda m: self.event_log.append({"t": time.time(), "event": m}))
+        diffs = self.controller.up()
+        total = sum(d.writes for d in diffs.values())
+        _say(f"      {total} entities written to {len(diffs)} switches")
+
+    # -- traffic ----------------------------------------------------------------------------
+    def run_workload(self) -> None:
+        cfg = self.cfg
+        assert self.fnet is not None and self.fabric is not None
+        self.monitor = FabricMonitor(self.topo, self.fabric, self.admins)
+        self.monitor.start()
+        out = cfg.run_dir / "hosts"
+        out.mkdir(parents=True, exist_ok=True)
+        n_steps = len(cfg.workload.steps)
+        _say(f"[4/5] workload {cfg.workload.name}: {n_steps} step(s), "
+             f"{cfg.workload.total_bytes / 1e6:.2f} MB, cc {cfg.cc}, spray {self.topo.fabric.spray}")
+        self._start_collector(out)
+        self.t0 = time.time()
+        timers = [threading.Timer(ev.at_s, self._link_event, args=(ev,)) for ev in cfg.events]
+        for t in timers:
+            t.daemon = True
+            t.start()
+        try:
+            qp = 1
+            for i, step in enumerate(cfg.workload.steps):
+                plan = plan_step(self.topo, step, i, out, self.fnet.host_ifname, cfg.cc, qp)
+                qp += len(step.transfers)
+                self.steps.append(plan)
+                start = time.time()
+                self._run_step(plan)
+                self.step_times.append({"step": i, "duration_s": time.time() - start})
+        finally:
+            for t in timers:
+                t.cancel()
+            self.monitor.stop()
+            if self.collector is not None:
+                _stop_proc(self.collector.proc)
+
+    def _start_collector(self, out: Path) -> None:
+        """With a collector host, it runs the INT collector for the whole run: switch sinks
+        send it Telemetry Reports, or (host-sink) the receiving hosts do."""
+        from topologies.hostprocs import HostPlan, host_cli
+
+        fab = self.topo.fabric
+        if fab.int.mode == "off" or not fab.int.collector:
+            return
+        metrics = out / "collector.json"
+        argv = [*host_cli(), "collect", "--records", str(out / "int.jsonl"),
+                "--metrics", str(metrics)]
+        self.collector = HostPlan(fab.int.collector, argv, metrics)
+        self._start(self.collector, out / "collector.log")
+        time.sleep(1.0)
+
+    def _link_event(self, ev: LinkEvent) -> None:
+        assert self.fnet is not None and self.controller is not None
+        self.fnet.set_link(ev.link, ev.up)
+        self.event_log.append({"t": time.time(), "event": f"link {ev.link} "
+                               f"{'up' if ev.up else 'down'} (injected)"})
+        try:
+            self.controller.set_link(ev.link, ev.up)
+        except Exception as exc:
+            self.event_log.append({"t": time.time(), "event": f"controller: {exc}"})
+
+    def _start(self, hp, log: Path) -> None:
+        assert self.fnet is not None
+        node = self.fnet.host(hp.host)
+        hp.log = log
+        with open(log, "wb") as fh:
+            hp.proc = node.popen(hp.argv, stdout=fh, stderr=subprocess.STDOUT)
+
+    def _run_step(self, plan: StepPlan) -> None:
+        logs = self.cfg.run_dir / "hosts"
+        for hp in plan.receivers:
+            self._start(hp, logs / f"{hp.metrics.stem}.log")
+        # Receivers open their sockets before the first cell arrives.
+        time.sleep(1.5)
+        for hp in plan.senders:
+            self._start(hp, logs / f"{hp.metrics.stem}.log")
+        deadline = time.time() + self.cfg.step_timeout_s
+        last = 0.0
+        while time.time() < deadline:
+            running = [hp for hp in plan.senders + plan.receivers if hp.proc.poll() is None]
+            if not running:
+                break
+            if self.cfg.progress and time.time() - last >= 2.0:
+                last = time.time()
+                senders = sum(1 for hp in plan.senders if hp.proc.poll() is None)
+                _say(f"      step {plan.index + 1}/{len(self.cfg.workload.steps)}: "
+                     f"{senders} sender(s) running, {time.time() - self.t0:.0f}s elapsed")
+            time.sleep(0.2)
+        for hp in plan.senders + plan.receivers:
+            _stop_proc(hp.proc)
+
+    # -- results ----------------------------------------------------------------------------
+    def collect(self) -> RunMetrics:
+        cfg, topo = self.cfg, self.topo
+        m = RunMetrics(run={
+            "name": cfg.run_dir.name, "topology": topo.name, "target": cfg.target,
+            "workload": cfg.workload.name, "cc": cfg.cc, "spray": topo.fabric.spray,
+            "cell_size": topo.fabric.cell_size, "t0": self.t0, "events": self.event_log,
+        })
+        if self.monitor is not None:
+            m.links = self.monitor.link_samples()
+            m.queues = self.monitor.queue_samples()
+            counters = self.monitor.counters()
+            if self.monitor.errors:
+                m.run["monitor_errors"] = self.monitor.errors
+        else:
+            counters = {}
+        stats = {name: a.stats() for name, a in self.admins.items()}
+        service: dict[str, dict[int, dict[str, Any]]] = {}
+        for name, st in stats.items():
+            drops = dict(counters.get(name, {}))
+            if st is not None:
+                ports = {int(p): v for p, v in st.get("ports", {}).items()}
+                service[name] = ports
+                drops["queue_drops"] = sum(int(v.get("queue_drops", 0)) for v in ports.values())
+                drops["malformed"] = sum(int(v.get("rx_dropped_malformed", 0))
+                                         for v in ports.values())
+            m.drops[name] = drops
+        m.run["invalid_reasons"] = service_problems(service)
+        self._collect_hosts(m)
+        if self.collector is not None:
+            m.telemetry = read_metrics(self.collector.metrics) or {}
+        m.steps = self.step_times if len(cfg.workload.steps) > 1 else []
+        return m
+
+    def _collect_hosts(self, m: RunMetrics) -> None:
+        topo = self.topo
+        for plan in self.steps:
+            share_dst: dict[str, int] = {}
+            share_src: dict[str, int] = {}
+            for hp in plan.senders:
+                t = hp.transfer
+                share_dst[t.dst] = share_dst.get(t.dst, 0) + 1
+                share_src[t.src] = share_src.get(t.src, 0) + 1
+            for hp in plan.senders:
+                t = hp.transfer
+                data = read_metrics(hp.metrics) or {}
+                rate = min(host_line_rate(topo, t.src), host_line_rate(topo, t.dst))
+                share = max(share_dst[t.dst], share_src[t.src])
+                ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate
+                fcts = data.get("fct_list_s") or []
+                done = int(data.get("messages_completed", 0))
+                for k in range(t.count):
+                    fct = fcts[k] if k < len(fcts) else None
+                    if fct is None and k < done and not fcts:
+                        fct = (data.get("fct_s") or {}).get("avg")
+                    m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
+                                       "step": plan.index, "fct_s": fct, "ideal_s": ideal})
+                key = f"{t.src}->{t.dst}"
+                m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
+                                "bytes": t.size * done,
+                                "cnps": data.get("cnps_received", 0),
+                                "rate_min_pps": _rate_min_pps(data),
+                                "failovers": data.get("failovers", []),
+                                "retransmits": (data.get("cells") or {}).get("retransmits", 0)}
+            for hp in plan.receivers:
+                data = read_metrics(hp.metrics) or {}
+                agg = m.reorder.setdefault(hp.host, {"max_depth": 0, "p99_depth": 0,
+                                                     "out_of_order": 0, "duplicates": 0})
+                for flow in data.get("flows", []):
+                    r = flow.get("reorder", {})
+                    agg["max_depth"] = max(agg["max_depth"], int(r.get("max_depth", 0)))
+                    agg["p99_depth"] = max(agg["p99_depth"], int(r.get("p99_depth", 0) or 0))
+                    agg["out_of_order"] += int(r.get("out_of_order", 0))
+                    agg["duplicates"] += int(r.get("duplicates", 0))
+
+    # -- teardown ---------------------------------------------------------------------------
+    def tear_down(self) -> None:
+        if self.collector is not None:
+            _stop_proc(self.collector.proc)
+        for plan in self.steps:
+            for hp in plan.senders + plan.receivers:
+                if hp.proc is not None:
+                    _stop_proc(hp.proc)
+        if self.fabric is not None:
+            self.fabric.close()
+        if self.fnet is not None:
+            self.fnet.stop()
+
+
+def _rate_samples(data: dict[str, Any], cell: int) -> list[list[float]]:
+    """The sender's rate history (bits/s) as cells per second over wall-clock time."""
+    frame_bits = 8 * max(1, int((data.get("cells") or {}).get("frame_bytes", cell + 58)))
+    start = data.get("wall_start")
+    rows = []
+    for t, bps in data.get("rate_history", []):
+        rows.append([(start + t) if start is not None else t, bps / frame_bits])
+    return rows
+
+
+def _rate_min_pps(data: dict[str, Any]) -> float | None:
+    rc = data.get("rate_control") or {}
+    frame = (data.get("cells") or {}).get("frame_bytes")
+    if rc.get("rate_bps_min") is None or not frame:
+        return None
+    return rc["rate_bps_min"] / (8 * frame)
+
+
+def _stop_proc(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def execute(cfg: RunConfig) -> tuple[RunMetrics, Path]:
+    """Run one experiment end to end; always tears down what it started."""
+    run = FabricRun(cfg)
+    old = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        run.bring_up()
+        run.run_workload()
+        metrics = run.collect()
+    finally:
+        _say("[5/5] tearing down")
+        run.tear_down()
+        signal.signal(signal.SIGTERM, old)
+    path = write_report(metrics, cfg.run_dir)
+    return metrics, path
+
+
+def print_summary(metrics: RunMetrics, path: Path) -> None:
+    print()
+    print(format_summary(metrics))
+    print(f"  results: {path.parent}")
+    sys.stdout.flush()

@@ -36,8 +36,12 @@ test-ptf:  ## real PTF output: one switch, every PTF module (forwarder smoke tes
 test-e2e:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
 
-bench:  ## benchmarks: ratios measured side by side, results under bench/results
-	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+bench:  ## benchmarks: ratios measured side by side; results in bench/results and the README
+	@mkdir -p bench/results
+	@for b in compiler switch controlplane hosts fabric; do \
+	  echo "== bench/$${b}_bench.py"; \
+	  $(BIN)/python bench/$${b}_bench.py | tee bench/results/$$b.txt || exit 1; done
+	$(BIN)/python bench/make_table.py
 
 lint:
 	$(BIN)/ruff check .

@@ -170,6 +170,145 @@ def over_veth(kind: str, json_path: Path, seconds: float, rates: list[int]
         return results
 
 
+ROUTER_MAC = "02:fa:00:00:00:03"
+
+
+def _fabric_cell() -> bytes:
+    from scapy.contrib.roce import BTH
+
+    return bytes(Ether(src="02:cf:00:00:00:01", dst=ROUTER_MAC)
+                 / IP(src="10.0.1.1", dst="10.0.2.1", tos=2) / UDP(sport=50000, dport=4791)
+                 / BTH(opcode=1, psn=7, dqpn=1) / (b"c" * 1024) / b"\0\0\0\0")
+
+
+def _fabric_entities():
+    """A leaf's forwarding state for one sprayed route: every table a data cell meets."""
+    from controlplane.entities import (
+        ActionProfileGroup,
+        ActionProfileMember,
+        GroupMember,
+        TableEntry,
+    )
+
+    ing, egr = "MyIngress", "MyEgress"
+    ents = [
+        TableEntry(f"{ing}.forwarding.my_station", {"hdr.ethernet.dst_addr": ROUTER_MAC},
+                   "NoAction"),
+        TableEntry(f"{ing}.forwarding.ipv4_lpm", {"hdr.ipv4.dst_addr": "10.0.2.0/24"},
+                   f"{ing}.forwarding.set_next_group", {"group_id": 1}),
+        TableEntry(f"{ing}.spray.group_mode", {"meta.group_id": 1},
+                   f"{ing}.spray.set_group_mode", {"mode": 1}),
+        TableEntry(f"{ing}.spray.cell_length", {"meta.cell_payload_len": 1024},
+                   f"{ing}.spray.cell_length_ok"),
+    ]
+    for port in (1, 2):
+        ents.append(ActionProfileMember(f"{ing}.spray.group_selector", port,
+                                        f"{ing}.spray.set_egress_port", {"port": port}))
+    ents.append(ActionProfileGroup(f"{ing}.spray.group_selector", 1,
+                                   [GroupMember(1, 1, 1), GroupMember(2, 1, 2)]))
+    ents.append(TableEntry(f"{ing}.spray.group_select", {"meta.group_id": 1}, group=1))
+    for port in (1, 2):
+        ents.append(TableEntry(f"{egr}.rewrite.egress_rewrite",
+                               {"standard_metadata.egress_port": port},
+                               f"{egr}.rewrite.set_port_macs",
+                               {"src_mac": ROUTER_MAC, "dst_mac": "02:fa:00:00:00:01"}))
+        ents.append(TableEntry(f"{egr}.ecn.ecn_profile", {"standard_metadata.egress_port": port},
+                               f"{egr}.ecn.set_ecn_profile", {"kmin": 5, "kmax": 20, "step": 873}))
+    return ents
+
+
+def fabric_routed(seconds: float, rates: list[int], packets: int
+                  ) -> tuple[float, list[tuple[int, float, float]]] | None:
+    """fabric.p4 as a leaf spraying RoCEv2 cells over two ports, its tables written over
+    P4Runtime: in-process pps, then over veths (p4sim switch as a process)."""
+    from netlab.targets import compile_p4
+
+    from controlplane.connection import SwitchConnection
+
+    src = ROOT / "p4src" / "fabric.p4"
+    with tempfile.TemporaryDirectory() as tmp:
+        json_path, p4info = compile_p4(src, tmp, target="embedded")
+        with NetLab(prefix="sf") as lab:
+            pairs = [lab.veth(f"s{i}", f"h{i}") for i in range(3)]
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            argv = [sys.executable, "-m", "p4sim.cli", "switch", "--device-id", "1",
+                    "--thrift-port", str(port + 1)]
+            for i, (sw_if, _) in enumerate(pairs):
+                argv += ["-i", f"{i}@{sw_if}"]
+            argv += ["--no-p4", "--", "--grpc-server-addr", f"127.0.0.1:{port}"]
+            lab.popen(None, argv)
+            conn = SwitchConnection(f"127.0.0.1:{port}", 1, reconnect=False, timeout=20)
+            wait_until(lambda: _accepts(port), 20)
+            conn.connect()
+            conn.set_pipeline(p4info, json_path)
+            conn.insert(*_fabric_entities())
+            # In-process figure from the same JSON and entries, for the ratio.
+            inproc = _fabric_inproc(json_path, conn, packets)
+            tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+            tx.bind((pairs[0][1], 0))
+            pkt = _fabric_cell()
+            results = []
+            for rate in rates:
+                before = sum(_root_rx(h) for _, h in pairs[1:])
+                sent = paced_send(tx, pkt, rate, seconds)
+                time.sleep(0.3)
+                got = sum(_root_rx(h) for _, h in pairs[1:]) - before
+                results.append((rate, got / sent if sent else 0.0, got / seconds))
+                if got < 0.5 * sent:
+                    break
+            tx.close()
+            conn.close()
+            return inproc, results
+
+
+def _fabric_inproc(json_path: Path, conn, packets: int) -> float:
+    """The same entries, read back from the switch, replayed into an in-process DataPlane."""
+    from p4sim.switch.api import ActionCall, Exact, GroupMember, GroupRef, Lpm, TableEntry
+
+    dp = DataPlane()
+    dp.load_pipeline(json_path.read_bytes())
+    ing, egr = "MyIngress", "MyEgress"
+    mac = int(ROUTER_MAC.replace(":", ""), 16)
+    dp.table_insert(f"{ing}.forwarding.my_station", TableEntry((Exact(mac),), ActionCall("NoAction")))
+    dp.table_insert(f"{ing}.forwarding.ipv4_lpm", TableEntry(
+        (Lpm(0x0A000200, 24),), ActionCall(f"{ing}.forwarding.set_next_group", (1,))))
+    dp.table_insert(f"{ing}.spray.group_mode", TableEntry(
+        (Exact(1),), ActionCall(f"{ing}.spray.set_group_mode", (1,))))
+    dp.table_insert(f"{ing}.spray.cell_length", TableEntry(
+        (Exact(1024),), ActionCall(f"{ing}.spray.cell_length_ok")))
+    for p in (1, 2):
+        dp.member_add(f"{ing}.spray.group_selector", p,
+                      ActionCall(f"{ing}.spray.set_egress_port", (p,)))
+        dp.table_insert(f"{egr}.rewrite.egress_rewrite", TableEntry(
+            (Exact(p),), ActionCall(f"{egr}.rewrite.set_port_macs", (mac, 0x02FA00000001))))
+        dp.table_insert(f"{egr}.ecn.ecn_profile", TableEntry(
+            (Exact(p),), ActionCall(f"{egr}.ecn.set_ecn_profile", (5, 20, 873))))
+    dp.group_add(f"{ing}.spray.group_selector", 1, [GroupMember(1, 1, 1), GroupMember(2, 1, 2)])
+    dp.table_insert(f"{ing}.spray.group_select", TableEntry((Exact(1),), GroupRef(1)))
+    out = [0]
+    dp.tx = lambda port, f: out.__setitem__(0, out[0] + 1)
+    pkt = _fabric_cell()
+    for _ in range(200):
+        dp.receive(0, pkt)
+    t0 = time.perf_counter()
+    for _ in range(packets):
+        dp.receive(0, pkt)
+    dp.drain(5.0)
+    return packets / (time.perf_counter() - t0)
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _root_rx(ifname: str) -> int:
+    return int(Path(f"/sys/class/net/{ifname}/statistics/rx_packets").read_text())
+
+
 def summarize(name: str, results: list[tuple[int, float, float]]) -> tuple[float, float]:
     lossless = max((r for r, frac, _ in results if frac >= 0.995), default=0)
     peak = max((pps for _, _, pps in results), default=0.0)
@@ -203,6 +342,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio switch/forwarder (lossless): "
           f"{sw_lossless / fw_lossless if fw_lossless else 0:6.2f}")
     print(f"ratio veth peak/in-process       : {sw_peak / inproc if inproc else 0:6.2f}")
+    routed = fabric_routed(ns.seconds, [1000, 2000, 4000, 6000, 8000, 12000, 16000, 24000],
+                           ns.packets // 10)
+    if routed is not None:
+        f_inproc, f_results = routed
+        print(f"fabric.p4 routed+sprayed in-process : {f_inproc / 1000:6.1f} kpps "
+              "(leaf entries, RoCEv2 cells)")
+        _, f_peak = summarize("fabric.p4 over veths", f_results)
+        print(f"ratio fabric.p4/basic over veths (peak): {f_peak / sw_peak if sw_peak else 0:6.2f}")
+        print(f"ratio fabric.p4 over veths/forwarder (peak): "
+              f"{f_peak / fw_peak if fw_peak else 0:6.2f}")
     print(f"ratio switch peak/BMv2 ~{BMV2_REFERENCE_KPPS} kpps  : "
           f"{sw_peak / (BMV2_REFERENCE_KPPS * 1000):6.2f}  (reference figure from DESIGN.md)")
     return 0

@@ -105,6 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--port-timeout", type=float, default=0.2)
     s.add_argument("--port-retry", type=float, default=1.0)
     s.add_argument("--max-inflight", type=int, default=1024)
+    s.add_argument("--credit-probe", type=float, default=0.1,
+                   help="credit mode: seconds without a grant before one probe cell goes")
     s.add_argument("--sport", type=int, default=49152)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--start-psn", type=int, default=0, help="first PSN (both ends must agree)")
@@ -152,6 +154,7 @@ def _run(args: argparse.Namespace, stop: list[bool]) -> dict[str, object]:
             sack_holdoff_s=args.sack_holdoff, port_timeout_s=args.port_timeout,
             port_retry_s=args.port_retry,
             max_inflight_cells=args.max_inflight, sport=args.sport, seed=args.seed,
+            credit_probe_s=args.credit_probe,
             start_psn=_psn(args.start_psn))
         _default_cc_params(cfg.cc, cfg.cc_params, cfg.rate_bps, frame, args.time_scale)
         node = Sender(cfg)

@@ -54,6 +54,10 @@ class SenderConfig:
     src_macs: list[str] = field(default_factory=list)
     start_psn: int = 0
     credit_initial_cells: int = 16  # credit mode: cells allowed before the first grant
+    # credit mode: grant starvation after which one probe cell goes. It must exceed the time
+    # between two grants of this flow (flows sharing the receiver x its cell time), or probes
+    # become unscheduled traffic of their own.
+    credit_probe_s: float = CREDIT_PROBE_S
 
 
 class Sender:
@@ -167,13 +171,13 @@ class Sender:
             seq = tr.next_to_send(cc.window_bytes())
             if seq is None:
                 starved = (tr.grant is not None and tr.grant <= tr.snd_nxt < tr.next_seq
-                           and not tr.retx and now - self._last_send > CREDIT_PROBE_S)
+                           and not tr.retx and now - self._last_send > self.cfg.credit_probe_s)
                 if starved:
                     # Out of credit for a while: one cell goes anyway so the receiver sees the
                     # flow is still active and resumes granting (it only grants to active flows).
                     tr.grant += 1
                     self.credit_probes += 1
-                    self._last_send = now  # at most one probe per CREDIT_PROBE_S
+                    self._last_send = now  # at most one probe per credit_probe_s
                     continue
                 return 0.0005
             wait = self.bucket.wait_time(now, self.frame_len)
@@ -289,6 +293,11 @@ class Sender:
             "message_crc32": self.crcs[:10000],
             "fct_list_s": [m.completed - (m.first_sent or m.queued_at)
                            for m in tr.done[:10000]],  # per message, in message order
+            # First cell of the first message to the last message acknowledged: the flow's
+            # duration, which goodput is measured over (messages overlap in flight).
+            "flow_time_s": (max(m.completed for m in tr.done)
+                            - min(m.first_sent or m.queued_at for m in tr.done))
+            if tr.done else None,
             "fct_s": {"avg": sum(fcts) / len(fcts) if fcts else None,
                       "p50": fcts[len(fcts) // 2] if fcts else None,
                       "p99": fcts[min(len(fcts) - 1, int(len(fcts) * 0.99))] if fcts else None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,16 +58,27 @@ def time_scale(rate_pps: int) -> float:
     return (1.0 / max(1, rate_pps)) / 5e-6
 
 
-def timing_args(rate_pps: int) -> dict[str, float]:
+def timing_args(rate_pps: int, depth: int = 64) -> dict[str, float]:
     """Loss-recovery timers scaled to the fabric's time base: at a few hundred packets per
     second a cell spends milliseconds per hop, so sprayed cells legitimately arrive tens of
     cell-times apart; hold-offs shorter than that would retransmit reordered, not lost, cells."""
     cell_time = 1.0 / max(1, rate_pps)
-    return {"sack_holdoff": 40 * cell_time, "rto": 100 * cell_time,
+    # A full queue holds a cell for depth cell times: a timeout shorter than that resends
+    # cells that are only waiting, and the copies fill the queue further.
+    return {"sack_holdoff": 40 * cell_time, "rto": (depth + 100) * cell_time,
             "port_timeout": 60 * cell_time}
 
 
 TELEMETRY_REPORT_PORT = 32766
+
+
+def flow_sport(src: str, dst: str, qp: int) -> int:
+    """RoCEv2 senders pick the UDP source port per queue pair to give ECMP entropy; a hash
+    of the flow stands in for that (deterministic, so runs repeat). Consecutive ports would
+    not do: CRC hashes are linear, so flows whose 5-tuples differ by the same bits always
+    collide, or never, in every step of a workload."""
+    digest = zlib.crc32(f"{src}>{dst}#{qp}".encode()) * 2654435761
+    return 49152 + (digest >> 7) % 16384
 
 
 def host_reports(topo: Topology) -> bool:
@@ -113,13 +125,19 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
         argv = [*host_cli(), "send", "--src-ip", src.ip, "--dst-ip", topo.hosts[t.dst].ip,
                 "--qp", str(qp_base + n), "--msg-size", str(t.size), "--count", str(t.count),
                 "--cell-size", str(fab.cell_size), "--cc", cc, "--rate", f"{rate}pps",
-                "--sport", str(t.sport or 49152 + qp_base + n), "--drain", "10"]
-        for key, value in timing_args(rate).items():
+                "--sport", str(t.sport or flow_sport(t.src, t.dst, qp_base + n)),
+                "--drain", "10"]
+        depth = max(lk.queue.depth for lk in topo.links)
+        for key, value in timing_args(rate, depth).items():
             argv += [f"--{key.replace('_', '-')}", f"{value:.4f}"]
         for i, leaf in enumerate(src.leaves):
             argv += ["--iface", ifname_of(t.src, i),
                      "--dst-mac", router_mac(topo.switches[leaf].device_id),
                      "--src-mac", src.nic_mac(i)]
+        if cc == "credit":
+            sharing = sum(1 for x in step.transfers if x.dst == t.dst)
+            rate_dst = host_line_rate(topo, t.dst)
+            argv += ["--credit-probe", f"{max(0.1, 4.0 * sharing / rate_dst):.3f}"]
         if cc in ("dcqcn", "hpcc"):
             argv += ["--time-scale", f"{time_scale(rate):.1f}"]
         if cc != "hpcc" and host_reports(topo):

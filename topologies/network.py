@@ -8,6 +8,7 @@ port numbers so the controller's entries and the wires agree.
 from __future__ import annotations
 
 import secrets
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,15 @@ from mininet.node import Host
 
 from topologies.model import GRPC_BASE, THRIFT_BASE, Topology
 from topologies.nodes import P4Switch
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @dataclass
@@ -31,6 +41,18 @@ class FabricNet:
     grpc_base: int = GRPC_BASE
     thrift_base: int = THRIFT_BASE
     net: Mininet | None = None
+
+    def __post_init__(self) -> None:
+        # Several fabrics may run on one machine (a user's and a test's): when the usual
+        # ports are taken, move both bases until every switch's ports are free.
+        n = max((sw.device_id for sw in self.topo.switches.values()), default=0)
+        for shift in range(0, 20000, 500):
+            grpc = [self.grpc_base + shift + i for i in range(1, n + 1)]
+            thrift = [self.thrift_base + shift + i for i in range(1, n + 1)]
+            if all(_port_free(p) for p in grpc + thrift):
+                self.grpc_base += shift
+                self.thrift_base += shift
+                return
 
     def ifname(self, node: str, port: int) -> str:
         return f"{self.tag}{node}e{port}"

@@ -65,7 +65,8 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
     reorder = [r.get("max_depth", 0) for r in m.reorder.values()]
     s["max_reorder_depth"] = max(reorder, default=0)
     if m.steps:
-        times = [st["duration_s"] for st in m.steps]
+        times = [st["duration_s"] if st["duration_s"] is not None else math.inf
+                 for st in m.steps]
         s["step_time_p50_s"] = percentile(times, 50)
         s["step_time_max_s"] = max(times)
     s["valid"] = not m.run.get("invalid_reasons")
@@ -207,6 +208,16 @@ def format_summary(m: RunMetrics) -> str:
                      f"{_ms(s['step_time_p50_s'])} / {_ms(s['step_time_max_s'])}"))
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
+    t0 = float(run.get("t0") or 0.0)
+    events = [e for e in run.get("events", []) if "injected" in e.get("event", "")
+              or e.get("event", "").startswith("link ")]
+    for e in events:
+        lines.append(f"  event at {e['t'] - t0:6.2f}s: {e['event']}")
+    failovers = [f for flow in m.flows.values() for f in flow.get("failovers", [])]
+    for f in failovers:
+        took = (f.get("since_last_progress_s") or 0.0) + (f.get("recovered_s") or 0.0)
+        lines.append(f"  host failover on {f.get('port', '?')} ({f.get('reason', '?')}): "
+                     f"{1000 * took:.1f} ms from last progress to recovery")
     reasons = run.get("invalid_reasons") or []
     if reasons:
         lines.append("  RUN INVALID: the machine could not keep up with the configured rates:")

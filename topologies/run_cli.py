@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from netlab.targets import ToolchainError, resolve_target
 
+from controlplane.errors import ControlPlaneError
 from topologies.model import CC_MODES, SPRAY_MODES, TopologyError, load_topology
 from topologies.workloads import WORKLOADS, WorkloadError, make_workload
 
@@ -85,7 +87,8 @@ def run_main(argv: list[str]) -> int:
                         run_dir=run_dir, events=events, pcap=args.pcap,
                         step_timeout_s=args.step_timeout)
         metrics, path = execute(cfg)
-    except (TopologyError, WorkloadError, ToolchainError, ValueError, RunError) as exc:
+    except (TopologyError, WorkloadError, ToolchainError, ValueError, RunError,
+            ControlPlaneError) as exc:
         print(f"cellfabric run: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -114,6 +117,8 @@ def cli_main(argv: list[str]) -> int:
                         workload=Workload("none", ()), cc=topo.fabric.cc,
                         run_dir=Path(args.results) / time.strftime(f"cli-%Y%m%d-%H%M%S-{topo.name}"))
         run = FabricRun(cfg)
+        old_term = signal.signal(signal.SIGTERM,
+                                 lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         try:
             run.bring_up()
             assert run.fnet is not None and run.fnet.net is not None
@@ -122,7 +127,8 @@ def cli_main(argv: list[str]) -> int:
             CLI(run.fnet.net)
         finally:
             run.tear_down()
-    except (TopologyError, ToolchainError, ValueError, RunError) as exc:
+            signal.signal(signal.SIGTERM, old_term)
+    except (TopologyError, ToolchainError, ValueError, RunError, ControlPlaneError) as exc:
         print(f"cellfabric cli: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -10,6 +10,7 @@ Everything the run starts is stopped on success, on error and on Ctrl-C/SIGTERM.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -61,7 +62,9 @@ class RunConfig:
 
 
 def _say(msg: str) -> None:
-    print(msg, flush=True)
+    # Progress must never be what stops a teardown (a closed pipe raises BrokenPipeError).
+    with contextlib.suppress(OSError):
+        print(msg, flush=True)
 
 
 class FabricRun:
@@ -78,6 +81,8 @@ class FabricRun:
         self.event_log: list[dict[str, Any]] = []
         self.t0 = 0.0
         self.collector: Any = None
+        self._timers: list[threading.Timer] = []
+        self._timers_started = False
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -121,10 +126,9 @@ class FabricRun:
              f"{cfg.workload.total_bytes / 1e6:.2f} MB, cc {cfg.cc}, spray {self.topo.fabric.spray}")
         self._start_collector(out)
         self.t0 = time.time()
-        timers = [threading.Timer(ev.at_s, self._link_event, args=(ev,)) for ev in cfg.events]
-        for t in timers:
-            t.daemon = True
-            t.start()
+        self._timers = [threading.Timer(ev.at_s, self._link_event, args=(ev,))
+                        for ev in cfg.events]
+        timers = self._timers
         try:
             qp = 1
             for i, step in enumerate(cfg.workload.steps):
@@ -184,6 +188,15 @@ class FabricRun:
         deadline = time.time() + self.cfg.step_timeout_s
         last = 0.0
         while time.time() < deadline:
+            if plan.index == 0 and self._timers and not self._timers_started \
+                    and self.monitor is not None and self.monitor.first_traffic is not None:
+                self._timers_started = True
+                # Failure times count from the first data through the fabric, so that
+                # "l1-s1@2" hits traffic two seconds in, whatever process start-up took.
+                self.t0 = self.monitor.first_traffic
+                for t in self._timers:
+                    t.daemon = True
+                    t.start()
             running = [hp for hp in plan.senders + plan.receivers if hp.proc.poll() is None]
             if not running:
                 break
@@ -227,7 +240,16 @@ class FabricRun:
         self._collect_hosts(m)
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}
-        m.steps = self.step_times if len(cfg.workload.steps) > 1 else []
+        if len(cfg.workload.steps) > 1:
+            # A step lasts as long as its slowest transfer, measured by the senders themselves
+            # (process start-up between steps is the harness's, not the network's).
+            for st in self.step_times:
+                times = [x["fct_s"] for x in m.messages if x["step"] == st["step"]]
+                st["wall_s"] = st.pop("duration_s")
+                st["duration_s"] = (max(times) if times and None not in times else None)
+                st["ideal_s"] = max((x["ideal_s"] for x in m.messages
+                                     if x["step"] == st["step"]), default=None)
+            m.steps = self.step_times
         return m
 
     def _collect_hosts(self, m: RunMetrics) -> None:
@@ -255,6 +277,7 @@ class FabricRun:
                                        "step": plan.index, "fct_s": fct, "ideal_s": ideal})
                 key = f"{t.src}->{t.dst}"
                 m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
+                                "flow_time_s": data.get("flow_time_s"),
                                 "bytes": t.size * done,
                                 "cnps": data.get("cnps_received", 0),
                                 "rate_min_pps": _rate_min_pps(data),
@@ -273,14 +296,17 @@ class FabricRun:
 
     # -- teardown ---------------------------------------------------------------------------
     def tear_down(self) -> None:
-        if self.collector is not None:
-            _stop_proc(self.collector.proc)
-        for plan in self.steps:
-            for hp in plan.senders + plan.receivers:
-                if hp.proc is not None:
+        """Stop hosts, controller connections, switches and links; each step runs even if an
+        earlier one failed, so nothing is left behind."""
+        procs = [self.collector] if self.collector is not None else []
+        procs += [hp for plan in self.steps for hp in plan.senders + plan.receivers]
+        for hp in procs:
+            if hp.proc is not None:
+                with contextlib.suppress(Exception):
                     _stop_proc(hp.proc)
         if self.fabric is not None:
-            self.fabric.close()
+            with contextlib.suppress(Exception):
+                self.fabric.close()
         if self.fnet is not None:
             self.fnet.stop()
 
@@ -318,14 +344,19 @@ def execute(cfg: RunConfig) -> tuple[RunMetrics, Path]:
     """Run one experiment end to end; always tears down what it started."""
     run = FabricRun(cfg)
     old = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # Ctrl-C must stop a run even when started from a shell that ignores SIGINT for it.
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         run.bring_up()
         run.run_workload()
         metrics = run.collect()
     finally:
-        _say("[5/5] tearing down")
-        run.tear_down()
-        signal.signal(signal.SIGTERM, old)
+        try:
+            _say("[5/5] tearing down")
+            run.tear_down()
+        finally:
+            signal.signal(signal.SIGTERM, old)
+            signal.signal(signal.SIGINT, old_int)
     path = write_report(metrics, cfg.run_dir)
     return metrics, path
 

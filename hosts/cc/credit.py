@@ -56,8 +56,9 @@ class CreditGranter:
             return []
         self.tokens = min(p.burst_cells, self.tokens + (now - self.stamp) * p.downlink_cells_per_s)
         self.stamp = now
-        # A slow grant rate must not make a flow look idle between two of its own grants.
-        idle = max(p.idle_s, 3.0 / p.downlink_cells_per_s)
+        # A flow must not look idle between two of its own grants: with N flows sharing the
+        # downlink, each gets one every N cell times.
+        idle = max(p.idle_s, 3.0 * max(1, len(self.flows)) / p.downlink_cells_per_s)
         active = [k for k, f in self.flows.items() if now - f.last_arrival <= idle]
         moved: list[object] = []
         while self.tokens >= 1.0 and active:

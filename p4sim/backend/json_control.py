@@ -390,6 +390,11 @@ class ControlLowering(ActionLowering):
             a = A.anno(k.annos, "name")
             name = a.args[0] if a and a.args else expr_text(k.expr)
             e, mask = k.expr, None
+            if isinstance(e, A.Binary) and e.op == "&" and isinstance(
+                    getattr(e.right, "const", None), int) and isinstance(e.left, A.Member):
+                # `field & constant`: BMv2 applies the constant as the key's mask
+                mask = hex_padded(e.right.const, T.bit_width(e.left.type))
+                e = e.left
             if isinstance(e, A.Slice):
                 hi, lo = e.hi.const, e.lo.const
                 fw = T.bit_width(e.expr.type)

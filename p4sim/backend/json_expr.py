@@ -28,6 +28,14 @@ from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
 
 
+def field_ref(header: str, name: str, t: T.Type) -> Ref:
+    """A header field; a struct-typed one is a struct of its flattened members."""
+    if isinstance(t, T.StructT) and t.kind == "struct":
+        return StructRef({f: field_ref(header, f"{name}.{f}", ft) for f, ft in t.fields.items()},
+                         t)
+    return FieldRef(header, name, t)
+
+
 class Env:
     """Maps declarations (parameters, locals, instances) to what they denote."""
 
@@ -98,7 +106,7 @@ class ExprLowering:
         if isinstance(base, UnionRef):
             return base.members[name]
         if isinstance(base, HeaderRef):
-            return FieldRef(base.name, name, e.type)
+            return field_ref(base.name, name, e.type)
         if isinstance(base, DynElemRef):
             offset = list(base.type.fields).index(name)
             return DynFieldRef(base, offset, e.type)
@@ -347,7 +355,8 @@ class ExprLowering:
                 out.extend(self.flatten_ref(sub, e))
             return out
         if isinstance(r, HeaderRef):
-            return [{"type": "field", "value": [r.name, f]} for f in r.type.fields]
+            return self.flatten_ref(StructRef({f: field_ref(r.name, f, ft) for f, ft in
+                                               r.type.fields.items()}, r.type), e)
         if isinstance(r, (FieldRef, DataRef)):
             return [r.json()]
         raise CompileError(e.loc, "cannot use this value in a field list")

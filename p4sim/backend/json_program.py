@@ -132,7 +132,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         fields: list[list[Any]] = []
         max_bits = 0
         varbit = False
-        for fname, ft in st.fields.items():
+        for fname, ft in _flat_fields(st.fields):
             max_bits += T.bit_width(ft)
             if isinstance(ft, T.VarbitT):
                 if varbit:
@@ -172,6 +172,9 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
             return HeaderRef(self.add_header(path.split(".")[-1] if path else t.name, htype,
                                              False), t)
         if isinstance(t, T.StackT):
+            if t.elem.kind == "header_union":
+                raise unsupported(t.elem.decl.loc if t.elem.decl else None,
+                                  "header union stacks")
             htype = self.header_type(t.elem)
             base = self.unique(path.split(".")[-1], self.header_names)
             elems = []
@@ -402,6 +405,17 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
 
         walk(mtype, meta)
         return out
+
+
+def _flat_fields(fields: dict[str, T.Type], prefix: str = "") -> list[tuple[str, T.Type]]:
+    """Struct-typed header fields become one field per member, named `outer.inner`."""
+    out: list[tuple[str, T.Type]] = []
+    for name, t in fields.items():
+        if isinstance(t, T.StructT) and t.kind == "struct":
+            out.extend(_flat_fields(t.fields, f"{prefix}{name}."))
+        else:
+            out.append((prefix + name, t))
+    return out
 
 
 def build_json(checker: Checker, prog: A.Program, sources: dict[str, list[str]],

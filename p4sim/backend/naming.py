@@ -22,11 +22,23 @@ def expr_text(e: A.Expr) -> str:
     if isinstance(e, A.Name):
         return e.name
     if isinstance(e, A.Member):
+        # a struct field's @name renames it in key names; ".x" starts the path afresh
+        st = e.expr.type
+        decl = getattr(st, "decl", None)
+        if isinstance(decl, A.HeaderDecl):
+            fd = next((f for f in decl.fields if f.name == e.name), None)
+            a = A.anno(fd.annos, "name") if fd is not None else None
+            if a and a.args and isinstance(a.args[0], str):
+                if a.args[0].startswith("."):
+                    return a.args[0][1:]
+                return f"{expr_text(e.expr)}.{a.args[0]}"
         return f"{expr_text(e.expr)}.{e.name}"
     if isinstance(e, A.Index):
         return f"{expr_text(e.expr)}[{expr_text(e.index)}]"
     if isinstance(e, A.IntLit):
-        return (f"{e.width}{'s' if e.signed else 'w'}" if e.width else "") + str(e.value)
+        digits = {16: f"0x{e.value:x}", 2: f"0b{e.value:b}", 8: f"0o{e.value:o}"}.get(
+            e.base, str(e.value))
+        return (f"{e.width}{'s' if e.signed else 'w'}" if e.width else "") + digits
     if isinstance(e, A.Binary):
         return f"{expr_text(e.left)} {e.op} {expr_text(e.right)}"
     if isinstance(e, A.Unary):

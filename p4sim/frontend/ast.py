@@ -73,6 +73,7 @@ class IntLit(Expr):
     value: int
     width: int | None = None
     signed: bool = False
+    base: int = 10  # as written, for names built from expressions (p4c prints hex as hex)
 
 
 @dataclass(eq=False)

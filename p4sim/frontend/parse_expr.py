@@ -11,12 +11,18 @@ from p4sim.frontend import ast as A
 from p4sim.frontend.errors import CompileError
 from p4sim.frontend.lexer import Token
 
-# Binary operator precedence, lowest first (the P4_16 spec's table).
+# Binary operator precedence, lowest first. Unlike C, P4's bitwise operators bind tighter
+# than comparisons (`a & 1 == 0` is `(a & 1) == 0`), and `++` sits with `+` and `-`.
 _BINARY_LEVELS: list[tuple[str, ...]] = [
-    ("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="),
-    ("<<", ">>"), ("++",), ("+", "-", "|+|", "|-|"), ("*", "/", "%"),
+    ("||",), ("&&",), ("==", "!="), ("<", ">", "<=", ">="), ("|",), ("^",), ("&",),
+    ("<<", ">>"), ("++", "+", "-", "|+|", "|-|"), ("*", "/", "%"),
 ]
 _TYPE_KWS = ("bit", "int", "varbit", "bool", "error", "string", "void", "tuple")
+
+
+def _literal_base(text: str) -> int:
+    body = text.split("w", 1)[-1].split("s", 1)[-1] if any(c in text for c in "ws") else text
+    return {"0x": 16, "0X": 16, "0b": 2, "0B": 2, "0o": 8, "0O": 8}.get(body[:2], 10)
 
 
 class ExprParser:
@@ -120,7 +126,8 @@ class ExprParser:
         t = self.tok
         if t.kind == "int":
             self.pos += 1
-            return A.IntLit(t.loc, int(t.value), t.width, t.signed)  # type: ignore[arg-type]
+            return A.IntLit(t.loc, int(t.value), t.width, t.signed,  # type: ignore[arg-type]
+                            _literal_base(t.text))
         name = self.ident()
         return A.Name(name.loc, name.text)
 
@@ -208,7 +215,8 @@ class ExprParser:
         t = self.tok
         if t.kind == "int":
             self.pos += 1
-            return A.IntLit(t.loc, int(t.value), t.width, t.signed)  # type: ignore[arg-type]
+            return A.IntLit(t.loc, int(t.value), t.width, t.signed,  # type: ignore[arg-type]
+                            _literal_base(t.text))
         if t.kind == "kw" and t.text in ("true", "false"):
             self.pos += 1
             return A.BoolLit(t.loc, t.text == "true")

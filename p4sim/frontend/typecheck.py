@@ -197,7 +197,7 @@ class Checker(ExprChecker, StmtChecker):
             if f.name in st.fields:
                 raise CompileError(f.loc, f"duplicate field '{f.name}' in {d.kind} {d.name}")
             ft = self.resolve_type(f.type_syntax)
-            if d.kind == "header" and not isinstance(ft, (T.BitT, T.VarbitT, T.NewT)) and not (
+            if d.kind == "header" and not _header_field_ok(ft) and not (
                     isinstance(ft, T.EnumT) and ft.underlying) and ft != T.BOOL:
                 raise CompileError(f.type_syntax.loc,
                                    f"header field '{f.name}' cannot have type {ft}")
@@ -473,6 +473,19 @@ class Checker(ExprChecker, StmtChecker):
                                    f" has type {have}, but {p.name} needs {want_t}")
         e.target = ("instantiate", d)
         e.type = T.ObjT(kind, d)
+
+
+def _header_field_ok(t: T.Type) -> bool:
+    """Header fields: bit<W>, int<W>, varbit, bool, serializable enums, `type`s, and (P4_16
+    v1.2.2) structs made of those."""
+    if isinstance(t, (T.BitT, T.VarbitT, T.NewT)) or t == T.BOOL:
+        return True
+    if isinstance(t, T.EnumT):
+        return t.underlying is not None
+    if isinstance(t, T.StructT) and t.kind == "struct":
+        return all(_header_field_ok(f) and not isinstance(f, T.VarbitT)
+                   for f in t.fields.values())
+    return False
 
 
 def _extern_name(p: A.Param) -> str | None:

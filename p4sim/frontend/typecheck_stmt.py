@@ -16,6 +16,8 @@ def _is_key_path(e: A.Expr) -> bool:
     """Keys p4c names by their text: field paths, slices of them, and isValid() calls."""
     if isinstance(e, A.Slice):
         e = e.expr
+    if isinstance(e, A.Binary) and e.op == "&" and getattr(e.right, "const", None) is not None:
+        e = e.left  # a field under a constant mask
     if isinstance(e, A.Call):
         return bool(e.target) and e.target[:2] == ("builtin", "isValid")
     while isinstance(e, (A.Member, A.Index)):

@@ -23,6 +23,8 @@ COMMANDS = {
     "port_down": "port_down PORT",
     "port_up": "port_up PORT",
     "stats": "stats",
+    "register_read": "register_read NAME INDEX",
+    "register_write": "register_write NAME INDEX VALUE",
 }
 
 
@@ -47,6 +49,22 @@ def execute(dp: Any, cmd: str, args: list[Any]) -> Any:
     if cmd == "set_queue_depth":
         v = _ints(args, 1, 2, usage)
         dp.set_queue_depth(v[0], v[1] if len(v) > 1 else None)
+        return None
+    if cmd in ("register_read", "register_write"):
+        # simple_switch_CLI's register commands: BMv2's P4Runtime server does not implement
+        # register entries, so this is how a controller reaches registers on both targets.
+        want = 2 if cmd == "register_read" else 3
+        if len(args) != want:
+            raise ValueError(f"usage: {usage}")
+        name = str(args[0])
+        try:
+            nums = [int(str(a), 0) for a in args[1:]]
+        except ValueError:
+            raise ValueError(f"expected integers after {name}, got {args[1:]!r} "
+                             f"(usage: {usage})") from None
+        if cmd == "register_read":
+            return dp.register_read(name, nums[0])
+        dp.register_write(name, nums[0], nums[1])
         return None
     if cmd in ("port_down", "port_up"):
         (port,) = _ints(args, 1, 1, usage)

@@ -2,6 +2,7 @@
 
     p4sim ctl [--thrift-port N | --addr HOST:PORT] set_queue_rate PPS [PORT [PRIORITY]]
     p4sim ctl ... set_queue_depth PKTS [PORT] | port_down PORT | port_up PORT | stats
+    p4sim ctl ... register_read NAME INDEX | register_write NAME INDEX VALUE
 
 Without a command, commands are read from standard input one per line (as simple_switch_CLI
 does when piped).

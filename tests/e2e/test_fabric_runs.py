@@ -120,11 +120,13 @@ def test_incast_8_to_1_without_rate_control_drops_and_dcqcn_reacts(tmp_path: Pat
 def test_dual_homed_link_failure_loses_no_message(tmp_path: Path):
     topo = _topo("dual-homed", cc="dcqcn")
     hosts = _hosts_on(topo)
-    wl = permutation(hosts, 64 * 1024, 3)
-    m = _run(topo, wl, tmp_path, events=parse_fail("l1-h1@1.0"))
-    assert m.summary["messages_completed"] == m.summary["messages_total"] == 12
-    moved = [f for f in m.flows.values() if f["failovers"]]
+    wl = permutation(hosts, 64 * 1024, 8)
+    # 0.5 s after data first crosses the fabric: mid-transfer (each flow takes ~1.3 s).
+    m = _run(topo, wl, tmp_path, events=parse_fail("l1-h1@0.5"))
+    assert m.summary["messages_completed"] == m.summary["messages_total"] == 32
+    moved = [f for fl in m.flows.values() for f in fl["failovers"]]
     assert moved, "the host on the failed link should have failed over"
+    assert sum(f["cells_moved"] for f in moved) > 0, moved  # cells in flight were resent
     assert any("link l1-h1 down" in e["event"] for e in m.run["events"])
 
 

@@ -163,3 +163,29 @@ def test_newer_v1model_version_has_typed_indices(tmp_path, capsys):
     doc = json.loads((tmp_path / "r.json").read_text())
     assert {r["name"]: r["size"] for r in doc["register_arrays"]} == {
         "RcIngress.last_ttl": 512, "RcIngress.rr": 1}
+
+
+def test_operator_precedence():
+    from p4sim.frontend.parse_expr import ExprParser
+    from p4sim.frontend.preprocess import Preprocessed
+
+    def tree(text: str) -> str:
+        pp = Preprocessed(text + "\n", [("x.p4", 1)])
+        p = ExprParser()
+        p.toks, p.pos, p.type_names = tokenize(pp), 0, [set()]
+        e = p.parse_expr()
+
+        def show(n):
+            from p4sim.frontend import ast as A
+            if isinstance(n, A.Binary):
+                return f"({show(n.left)} {n.op} {show(n.right)})"
+            return getattr(n, "name", None) or str(getattr(n, "value", "?"))
+        return show(e)
+
+    # bitwise operators bind tighter than comparisons in P4 (not as in C)
+    assert tree("a & 1 == 0") == "((a & 1) == 0)"
+    assert tree("a | b < c") == "((a | b) < c)"
+    assert tree("a == b && c != d || e") == "(((a == b) && (c != d)) || e)"
+    assert tree("a ++ b + c") == "((a ++ b) + c)"
+    assert tree("a + b * c << 2") == "((a + (b * c)) << 2)"
+    assert tree("a >> 1 & b") == "((a >> 1) & b)"

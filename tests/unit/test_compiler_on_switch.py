@@ -3,6 +3,7 @@ what each compiled program must do (the JSON is the contract between the two).""
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 
@@ -206,3 +207,28 @@ control MyIngress(""").replace("hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
     for ttl in (64, 5):
         dp.receive(0, udp_pkt("10.0.0.1", ttl=ttl))
     assert [Ether(f)[IP].ttl for f in got] == [63, 10]
+
+
+def test_struct_field_inside_a_header(tmp_path):
+    src = os.path.join(PROGS, "union.p4")
+    with open(src) as f:
+        text = f.read()
+    text = text.replace("header short_tag_t { bit<16> id; }",
+                        "struct id_t { bit<8> hi; bit<8> lo; }\n"
+                        "header short_tag_t { id_t id; }")
+    text = text.replace("meta.tag_id = (bit<32>)hdr.tag.s.id;",
+                        "meta.tag_id = (bit<32>)(hdr.tag.s.id.hi ++ hdr.tag.s.id.lo);")
+    p = tmp_path / "sf.p4"
+    p.write_text(text)
+    out = tmp_path / "sf.json"
+    assert compile_main([str(p), "-I", PROGS, "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    ht = next(t for t in doc["header_types"] if t["name"] == "short_tag_t")
+    assert ht["fields"] == [["id.hi", 8, False], ["id.lo", 8, False]]
+    dp = DataPlane()
+    dp.load_pipeline(out.read_bytes())
+    got = []
+    dp.tx = lambda port, frame: got.append(frame)
+    eth = bytes(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01", type=0x9001))
+    dp.receive(1, eth + struct.pack("!H", 0x0102))
+    assert got[0][14:20] == struct.pack("!IH", 0x0103, 0)

@@ -630,3 +630,21 @@ def test_new_types_in_p4info(tmp_path):
     assert nts["ip4Addr_t"].original_type.bitstring.bit.bitwidth == 32
     assert nts["egressSpec_t"].translated_type.uri == "cellfabric.test/port"
     assert nts["egressSpec_t"].translated_type.sdn_bitwidth == 32
+
+
+def test_masked_key_uses_the_json_mask(tmp_path):
+    src = os.path.join(PROGS, "basic_ipv4.p4")
+    with open(src) as f:
+        text = f.read()
+    text = text.replace("hdr.ipv4.dstAddr: lpm;", "hdr.ipv4.dstAddr & 0xffff0000: exact;")
+    p = tmp_path / "mk.p4"
+    p.write_text(text)
+    info = tmp_path / "mk.txtpb"
+    assert compile_main([str(p), "-o", str(tmp_path / "mk.json"),
+                         "--p4runtime-files", str(info)]) == 0
+    key = table(json.loads((tmp_path / "mk.json").read_text()), "MyIngress.ipv4_lpm")["key"][0]
+    assert key == {"match_type": "exact", "name": "hdr.ipv4.dstAddr & 0xffff0000",
+                   "target": ["ipv4", "dstAddr"], "mask": "0xffff0000"}
+    p4i = text_format.Parse(info.read_text(), p4info_pb2.P4Info())
+    mf = by_name(p4i.tables, "MyIngress.ipv4_lpm").match_fields[0]
+    assert (mf.name, mf.bitwidth) == ("hdr.ipv4.dstAddr & 0xffff0000", 32)

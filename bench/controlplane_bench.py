@@ -21,7 +21,6 @@ report for recorded numbers.
 from __future__ import annotations
 
 import argparse
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from netlab.hosts import free_port, tcp_accepts, wait_until
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4rt import SwitchConnection, TableEntry, Update
@@ -37,26 +37,15 @@ REPO = Path(__file__).resolve().parents[1]
 TEST_PROGRAM = REPO / "tests" / "unit" / "cp_fixtures" / "cp_test.p4"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_switch(addr: str) -> subprocess.Popen[bytes]:
     from netlab.targets import switch_argv
 
     argv = switch_argv("embedded", {}, addr, thrift_port=free_port())
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     host, port = addr.rsplit(":", 1)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex((host, int(port))) == 0:
-                return proc
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
+    wait_until(lambda: proc.poll() is not None or tcp_accepts(int(port), host), 20)
+    if proc.poll() is None and tcp_accepts(int(port), host):
+        return proc
     proc.kill()
     raise SystemExit(f"controlplane_bench: p4sim switch did not start on {addr}")
 

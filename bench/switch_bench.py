@@ -32,7 +32,7 @@ from scapy.layers.l2 import Ether
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from netlab.hosts import NetLab, wait_until  # noqa: E402
+from netlab.hosts import NetLab, free_port, tcp_accepts, wait_until  # noqa: E402
 
 from p4sim.switch.api import ActionCall, Lpm, TableEntry  # noqa: E402
 from p4sim.switch.dataplane import DataPlane  # noqa: E402
@@ -230,9 +230,7 @@ def fabric_routed(seconds: float, rates: list[int], packets: int
         json_path, p4info = compile_p4(src, tmp, target="embedded")
         with NetLab(prefix="sf") as lab:
             pairs = [lab.veth(f"s{i}", f"h{i}") for i in range(3)]
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
-                port = probe.getsockname()[1]
+            port = free_port()
             argv = [sys.executable, "-m", "p4sim.cli", "switch", "--device-id", "1",
                     "--thrift-port", str(port + 1)]
             for i, (sw_if, _) in enumerate(pairs):
@@ -240,12 +238,12 @@ def fabric_routed(seconds: float, rates: list[int], packets: int
             argv += ["--no-p4", "--", "--grpc-server-addr", f"127.0.0.1:{port}"]
             lab.popen(None, argv)
             conn = SwitchConnection(f"127.0.0.1:{port}", 1, reconnect=False, timeout=20)
-            wait_until(lambda: _accepts(port), 20)
+            wait_until(lambda: tcp_accepts(port), 20)
             conn.connect()
             conn.set_pipeline(p4info, json_path)
             conn.insert(*_fabric_entities())
             # In-process figure from the same JSON and entries, for the ratio.
-            inproc = _fabric_inproc(json_path, conn, packets)
+            inproc = _fabric_inproc(json_path, packets)
             tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
             tx.bind((pairs[0][1], 0))
             pkt = _fabric_cell()
@@ -263,9 +261,10 @@ def fabric_routed(seconds: float, rates: list[int], packets: int
             return inproc, results
 
 
-def _fabric_inproc(json_path: Path, conn, packets: int) -> float:
-    """The same entries, read back from the switch, replayed into an in-process DataPlane."""
-    from p4sim.switch.api import ActionCall, Exact, GroupMember, GroupRef, Lpm, TableEntry
+def _fabric_inproc(json_path: Path, packets: int) -> float:
+    """The entries of ``_fabric_entities`` written straight into an in-process DataPlane (its
+    own API, not P4Runtime), and the same cell pushed through it."""
+    from p4sim.switch.api import Exact, GroupMember, GroupRef
 
     dp = DataPlane()
     dp.load_pipeline(json_path.read_bytes())
@@ -297,12 +296,6 @@ def _fabric_inproc(json_path: Path, conn, packets: int) -> float:
         dp.receive(0, pkt)
     dp.drain(5.0)
     return packets / (time.perf_counter() - t0)
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _root_rx(ifname: str) -> int:

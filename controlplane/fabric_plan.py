@@ -33,7 +33,6 @@ REPORT_SESSION = 100
 TELEMETRY_REPORT_PORT = 32766
 FEEDBACK_OPCODES = (0x11, 0x81)  # ACK, CNP
 FEEDBACK_PRIORITY = 1
-CELL_LENGTH_OVERHEAD = 0  # the cell_length key is the BTH payload length itself
 
 # Fully-qualified names in fabric.p4 (p4c's naming: control-local instances under their
 # control's instance name).
@@ -180,7 +179,8 @@ def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]]
                                action="MyIngress.forwarding.set_next_group",
                                params={"group_id": gid}))
     ents.append(TableEntry(table=T_CELL_LENGTH,
-                           match={"meta.cell_payload_len": fab.cell_size + CELL_LENGTH_OVERHEAD},
+                           # the key is the BTH payload length: the configured cell size
+                           match={"meta.cell_payload_len": fab.cell_size},
                            action="MyIngress.spray.cell_length_ok"))
 
     # Per port: MAC rewrite, ECN profile, queue settings.

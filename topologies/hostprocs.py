@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hosts.wire import TELEMETRY_REPORT_PORT
 from topologies.model import Topology, router_mac
 from topologies.workloads import Step, Transfer
 
@@ -67,9 +68,6 @@ def timing_args(rate_pps: int, depth: int = 64) -> dict[str, float]:
     # cells that are only waiting, and the copies fill the queue further.
     return {"sack_holdoff": 40 * cell_time, "rto": (depth + 100) * cell_time,
             "port_timeout": 60 * cell_time}
-
-
-TELEMETRY_REPORT_PORT = 32766
 
 
 def flow_sport(src: str, dst: str, qp: int) -> int:

@@ -8,25 +8,16 @@ port numbers so the controller's entries and the wires agree.
 from __future__ import annotations
 
 import secrets
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mininet.link import Link
 from mininet.net import Mininet
 from mininet.node import Host
+from netlab.hosts import port_free
 
 from topologies.model import GRPC_BASE, THRIFT_BASE, Topology
 from topologies.nodes import P4Switch
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @dataclass
@@ -49,7 +40,7 @@ class FabricNet:
         for shift in range(0, 20000, 500):
             grpc = [self.grpc_base + shift + i for i in range(1, n + 1)]
             thrift = [self.thrift_base + shift + i for i in range(1, n + 1)]
-            if all(_port_free(p) for p in grpc + thrift):
+            if all(port_free(p) for p in grpc + thrift):
                 self.grpc_base += shift
                 self.thrift_base += shift
                 return

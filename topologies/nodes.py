@@ -123,16 +123,7 @@ class P4Switch(ProcessSwitch):
 
     def wait_ready(self, timeout: float = 30.0) -> bool:
         """True once the gRPC server accepts connections (False if the process died)."""
-        import socket
-        import time
+        from netlab.hosts import tcp_accepts, wait_until
 
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.running():
-                return False
-            with socket.socket() as s:
-                s.settimeout(0.2)
-                if s.connect_ex(("127.0.0.1", self.grpc_port)) == 0:
-                    return True
-            time.sleep(0.1)
-        return False
+        wait_until(lambda: not self.running() or tcp_accepts(self.grpc_port), timeout, 0.1)
+        return self.running() and tcp_accepts(self.grpc_port)

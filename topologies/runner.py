@@ -128,7 +128,6 @@ class FabricRun:
         self.t0 = time.time()
         self._timers = [threading.Timer(ev.at_s, self._link_event, args=(ev,))
                         for ev in cfg.events]
-        timers = self._timers
         try:
             qp = 1
             for i, step in enumerate(cfg.workload.steps):
@@ -137,9 +136,9 @@ class FabricRun:
                 self.steps.append(plan)
                 start = time.time()
                 self._run_step(plan)
-                self.step_times.append({"step": i, "duration_s": time.time() - start})
+                self.step_times.append({"step": i, "wall_s": time.time() - start})
         finally:
-            for t in timers:
+            for t in self._timers:
                 t.cancel()
             self.monitor.stop()
             if self.collector is not None:
@@ -245,7 +244,6 @@ class FabricRun:
             # (process start-up between steps is the harness's, not the network's).
             for st in self.step_times:
                 times = [x["fct_s"] for x in m.messages if x["step"] == st["step"]]
-                st["wall_s"] = st.pop("duration_s")
                 st["duration_s"] = (max(times) if times and None not in times else None)
                 st["ideal_s"] = max((x["ideal_s"] for x in m.messages
                                      if x["step"] == st["step"]), default=None)

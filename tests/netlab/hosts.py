@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -239,6 +240,30 @@ class NetLab:
         self.procs.append(proc)
         self._write_ledger()
         return proc
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the kernel's choice)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when ``port`` can be bound now (no server, no other run, holds it)."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def tcp_accepts(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something accepts TCP connections on ``host:port`` (a server is up)."""
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:

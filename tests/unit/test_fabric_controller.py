@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from netlab.hosts import wait_until
+from netlab.hosts import free_port, tcp_accepts, wait_until
 from netlab.targets import compile_p4
 
 from controlplane.entities import ActionProfileGroup, TableEntry
@@ -63,19 +62,13 @@ def test_dual_homed_host_routes_from_spine_use_both_leaves() -> None:
 # ---- against real switches ---------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Switches:
     """p4sim switch processes with no data-plane ports: P4Runtime only."""
 
     def __init__(self, names: list[str]) -> None:
         self.procs: dict[str, subprocess.Popen] = {}
-        self.addrs = {n: f"127.0.0.1:{_free_port()}" for n in names}
-        self.admin = {n: _free_port() for n in names}
+        self.addrs = {n: f"127.0.0.1:{free_port()}" for n in names}
+        self.admin = {n: free_port() for n in names}
         for i, n in enumerate(names, start=1):
             self.start(n, i)
 
@@ -86,7 +79,7 @@ class Switches:
         self.procs[name] = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                             stderr=subprocess.DEVNULL)
         host, port = self.addrs[name].split(":")
-        assert wait_until(lambda: _accepts(host, int(port)), 20), f"{name} did not start"
+        assert wait_until(lambda: tcp_accepts(int(port), host), 20), f"{name} did not start"
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name)
@@ -96,12 +89,6 @@ class Switches:
     def close(self) -> None:
         for name in list(self.procs):
             self.stop(name)
-
-
-def _accepts(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex((host, port)) == 0
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,9 @@ the entry's key, with PI's checks and messages."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from p4.v1 import p4runtime_pb2 as p4rt
 
 from .codec import INVALID_ARGUMENT, UNIMPLEMENTED, P4RTError
@@ -39,6 +42,26 @@ def _direct_target(ctx: Context, te: p4rt.TableEntry, kind: str) -> tuple[TableI
     return t, key
 
 
+def _read_targets(ctx: Context, t: TableInfo, req: p4rt.TableEntry, kind: str
+                  ) -> Iterator[tuple[Any, p4rt.TableEntry]]:
+    """The entries a direct-resource read asks for (one, by key, or all of the table), each
+    with the TableEntry the reply carries: the request's own for a keyed read."""
+    single = bool(req.match) or req.is_default_action
+    if single:
+        _direct_target(ctx, req, kind)
+    wanted = build_key(t, req) if single else None
+    for entry in target(lambda: ctx.dp.table_entries(t.name),
+                        f"Error when reading {kind} from target"):
+        if wanted is not None and (entry.key, entry.priority) != wanted:
+            continue
+        if single:
+            yield entry, req
+            continue
+        te = p4rt.TableEntry(table_id=t.id, priority=entry.priority)
+        key_to_proto(t, entry.key, te)
+        yield entry, te
+
+
 def direct_counter_write(ctx: Context, utype: int, e: p4rt.DirectCounterEntry) -> None:
     if not e.HasField("table_entry"):
         raise _err("Missing table_entry field in DirectCounterEntry")
@@ -68,22 +91,9 @@ def direct_counter_read(ctx: Context, e: p4rt.DirectCounterEntry,
     if not t.direct_counter_id:
         raise _err("Table has no direct counters")
     unit = ctx.info.direct_counters[t.direct_counter_id].unit
-    single = bool(e.table_entry.match) or e.table_entry.is_default_action
-    if single:
-        _direct_target(ctx, e.table_entry, "counter")
-    wanted = build_key(t, e.table_entry) if single else None
-    for entry in target(lambda: ctx.dp.table_entries(t.name),
-                        "Error when reading counter from target"):
-        if wanted is not None and (entry.key, entry.priority) != wanted:
-            continue
+    for entry, te in _read_targets(ctx, t, e.table_entry, "counter"):
         ent = p4rt.Entity()
-        if single:
-            ent.direct_counter_entry.table_entry.CopyFrom(e.table_entry)
-        else:
-            te = ent.direct_counter_entry.table_entry
-            te.table_id = t.id
-            key_to_proto(t, entry.key, te)
-            te.priority = entry.priority
+        ent.direct_counter_entry.table_entry.CopyFrom(te)
         packets, bytes_ = entry.counter or (0, 0)
         counter_to_proto(unit, packets, bytes_, ent.direct_counter_entry.data)
         out.append(ent)
@@ -117,22 +127,9 @@ def direct_meter_read(ctx: Context, e: p4rt.DirectMeterEntry, out: list[p4rt.Ent
     t = ctx.table(e.table_entry.table_id)
     if not t.direct_meter_id:
         raise _err("Table has no direct meters")
-    single = bool(e.table_entry.match) or e.table_entry.is_default_action
-    if single:
-        _direct_target(ctx, e.table_entry, "meter")
-    wanted = build_key(t, e.table_entry) if single else None
-    for entry in target(lambda: ctx.dp.table_entries(t.name),
-                        "Error when reading meter from target"):
-        if wanted is not None and (entry.key, entry.priority) != wanted:
-            continue
+    for entry, te in _read_targets(ctx, t, e.table_entry, "meter"):
         ent = p4rt.Entity()
-        if single:
-            ent.direct_meter_entry.table_entry.CopyFrom(e.table_entry)
-        else:
-            te = ent.direct_meter_entry.table_entry
-            te.table_id = t.id
-            key_to_proto(t, entry.key, te)
-            te.priority = entry.priority
+        ent.direct_meter_entry.table_entry.CopyFrom(te)
         if entry.meter is not None:
             meter_to_proto(entry.meter, ent.direct_meter_entry.config)
         out.append(ent)

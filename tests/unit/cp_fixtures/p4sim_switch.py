@@ -3,11 +3,11 @@ control-only tests need none) and compile the test program once."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
 
+from netlab.hosts import free_port, port_free, tcp_accepts
 from netlab.targets import compile_p4, switch_argv
 
 HERE = Path(__file__).parent
@@ -15,16 +15,7 @@ TEST_PROGRAM = HERE / "cp_test.p4"
 CPU_PORT = 510
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+port_open = tcp_accepts  # the name this fixture's callers use
 
 
 class P4simSwitch:
@@ -91,18 +82,9 @@ def free_port_block(count: int, tries: int = 50) -> int:
 
     for _ in range(tries):
         base = random.randrange(20000, 60000)
-        if all(_bindable(base + i) for i in range(1, count + 1)):
+        if all(port_free(base + i) for i in range(1, count + 1)):
             return base
     raise RuntimeError(f"no block of {count} free ports found")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def compile_test_program(outdir: Path) -> tuple[Path, Path]:

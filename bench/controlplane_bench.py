@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from netlab.hosts import free_port, tcp_accepts, wait_until
 from p4.v1 import p4runtime_pb2
 
 from controlplane.p4rt import SwitchConnection, TableEntry, Update
+from netlab.hosts import free_port, tcp_accepts, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_PROGRAM = REPO / "tests" / "unit" / "cp_fixtures" / "cp_test.p4"

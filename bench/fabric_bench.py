@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
-from topologies.model import Topology, load_topology  # noqa: E402
+from controlplane.topology import Topology, load_topology  # noqa: E402
 from topologies.report import RunMetrics  # noqa: E402
 from topologies.run_cli import parse_fail  # noqa: E402
 from topologies.runner import RunConfig, execute  # noqa: E402

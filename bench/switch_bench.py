@@ -33,7 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from netlab.hosts import NetLab, free_port, tcp_accepts, wait_until  # noqa: E402
-
 from p4sim.switch.api import ActionCall, Lpm, TableEntry  # noqa: E402
 from p4sim.switch.dataplane import DataPlane  # noqa: E402
 
@@ -221,9 +220,8 @@ def fabric_routed(seconds: float, rates: list[int], packets: int
                   ) -> tuple[float, list[tuple[int, float, float]]] | None:
     """fabric.p4 as a leaf spraying RoCEv2 cells over two ports, its tables written over
     P4Runtime: in-process pps, then over veths (p4sim switch as a process)."""
-    from netlab.targets import compile_p4
-
     from controlplane.connection import SwitchConnection
+    from netlab.targets import compile_p4
 
     src = ROOT / "p4src" / "fabric.p4"
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,15 +23,15 @@ from controlplane.entities import (
     Replica,
     TableEntry,
 )
-from topologies.model import Topology, router_mac
+from controlplane.topology import Topology, router_mac
+
+# The wire contract with fabric.p4 and the hosts lives once, in hosts.wire (constants only).
+from hosts.wire import INT_INSTRUCTIONS, INT_MAX_HOPS, OP_ACK, OP_CNP, TELEMETRY_REPORT_PORT
 
 SPRAY_MODE_VALUE = {"ecmp": 0, "spray": 1, "round-robin": 2, "adaptive": 3}
 ADAPTIVE_BUCKETS = 16
-INT_INSTRUCTIONS = 0xFD00  # node id, L1 ports, hop latency, queue, ingress/egress ts, tx util
-INT_MAX_HOPS = 8
 REPORT_SESSION = 100
-TELEMETRY_REPORT_PORT = 32766
-FEEDBACK_OPCODES = (0x11, 0x81)  # ACK, CNP
+FEEDBACK_OPCODES = (OP_ACK, OP_CNP)
 FEEDBACK_PRIORITY = 1
 
 # Fully-qualified names in fabric.p4 (p4c's naming: control-local instances under their

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controlplane.topology import Topology, router_mac
 from hosts.wire import TELEMETRY_REPORT_PORT
-from topologies.model import Topology, router_mac
 from topologies.workloads import Step, Transfer
 
 

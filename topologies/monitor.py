@@ -12,8 +12,8 @@ from typing import Any
 
 from controlplane.entities import CounterEntry
 from controlplane.fabric import Fabric
+from controlplane.topology import Topology
 from topologies.admin import SwitchAdmin
-from topologies.model import Topology
 
 PORT_TX = "MyEgress.port_tx"
 DROP_COUNTER = "drop_counter"

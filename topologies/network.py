@@ -14,9 +14,9 @@ from pathlib import Path
 from mininet.link import Link
 from mininet.net import Mininet
 from mininet.node import Host
-from netlab.hosts import port_free
 
-from topologies.model import GRPC_BASE, THRIFT_BASE, Topology
+from controlplane.topology import GRPC_BASE, THRIFT_BASE, Topology
+from netlab.hosts import port_free
 from topologies.nodes import P4Switch
 
 

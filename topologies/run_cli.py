@@ -10,10 +10,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from netlab.targets import ToolchainError, resolve_target
-
 from controlplane.errors import ControlPlaneError
-from topologies.model import CC_MODES, SPRAY_MODES, TopologyError, load_topology
+from controlplane.topology import CC_MODES, SPRAY_MODES, TopologyError, load_topology
+from netlab.targets import ToolchainError, resolve_target
 from topologies.workloads import WORKLOADS, WorkloadError, make_workload
 
 TOPO_DIR = Path(__file__).resolve().parent

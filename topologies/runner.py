@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from netlab.targets import compile_p4
-
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FabricController
+from controlplane.topology import Topology
+from netlab.targets import compile_p4
 from topologies.admin import SwitchAdmin
 from topologies.hostprocs import StepPlan, cells_for, host_line_rate, plan_step, read_metrics
-from topologies.model import Topology
 from topologies.monitor import FabricMonitor
 from topologies.network import FabricNet
 from topologies.report import RunMetrics, format_summary, write_report

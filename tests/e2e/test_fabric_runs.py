@@ -15,9 +15,8 @@ import pytest
 
 pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
 
+from controlplane.topology import Topology, load_topology
 from netlab.hosts import existing_links
-
-from topologies.model import Topology, load_topology
 from topologies.report import RunMetrics
 from topologies.run_cli import parse_fail
 from topologies.runner import RunConfig, execute

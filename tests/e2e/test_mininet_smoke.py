@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 
 import pytest
+
 from netlab.hosts import existing_links, wait_until
 
 mininet_net = pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")

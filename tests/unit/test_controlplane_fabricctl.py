@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from netlab.targets import compile_p4
 
 from controlplane.addresses import topology_addresses
 from controlplane.cli import main
+from netlab.targets import compile_p4
 
 sys.path.insert(0, str(Path(__file__).parent / "cp_fixtures"))
 from p4sim_switch import P4simSwitch, free_port_block

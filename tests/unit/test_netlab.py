@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+
 from netlab.hosts import (
     NetLab,
     existing_links,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
-from netlab.targets import compile_p4
 from p4.config.v1 import p4info_pb2
 from p4rt_harness import DEVICE_ID, FIXTURES, Switch, ipv4_frame
 
+from netlab.targets import compile_p4
 from p4sim.switch import api
 
 SRC_MAC = bytes.fromhex("aabbccddeeff")

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from netlab.targets import compile_p4
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from netlab.targets import compile_p4
 from p4sim.switch import externs
 from p4sim.switch.api import (
     ActionCall,

@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from netlab.hosts import NetLab, wait_until
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
+
+from netlab.hosts import NetLab, wait_until
 
 pytestmark = pytest.mark.netns
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from netlab.hosts import NetLab, NetLabError, wait_until
 from netlab.targets import ToolchainError, resolve_target, switch_argv
 
-PTF_DIR = Path(__file__).resolve().parents[1] / "ptf"
+PTF_DIR = Path(__file__).resolve().parents[1] / "tests" / "ptf"
 GRPC_ADDR = "127.0.0.1:9559"
 THRIFT_PORT = 9090  # the runtime admin channel (queue rates/depths), as simple_switch's
 DEVICE_ID = 1

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from p4sim.backend.json_expr import Env, ExprLowering
+from p4sim.backend.json_calls import CallInlining
+from p4sim.backend.json_expr import Env
 from p4sim.backend.refs import (
     LEAF,
     DataRef,
@@ -40,7 +41,7 @@ def prim(op: str, params: list[Json], node: Any = None, si: Any = None) -> Json:
     return p
 
 
-class ActionLowering(ExprLowering):
+class ActionLowering(CallInlining):
     # Provided by the program builder.
     source_info: Any
     alloc_local: Any
@@ -233,26 +234,11 @@ class ActionLowering(ExprLowering):
         raise unsupported(c.loc, f"{kind} call here")
 
     def inline_action(self, c: A.Call, act: A.ActionDecl, env: Env, out: list[Json]) -> None:
-        inner = Env(env)
-        for a, p in zip(c.args, act.params):
-            if a.expr is None:
-                raise unsupported(a.loc, "'_' as an action argument")
-            if p.direction in ("out", "inout"):
-                inner.bind(p, self.ref(a.expr, env))
-            else:
-                inner.bind(p, DataRef(self.data(a.expr, env) if p.rtype != T.BOOL
-                                      else self.rvalue(a.expr, env), p.rtype))
-        self.body_to_prims(act.body.stmts, inner, out)
+        self.inline_call(c, act, env, out)
 
     def inline_void_function(self, c: A.Call, fn: A.FunctionDecl, env: Env,
                              out: list[Json]) -> None:
-        assert fn.body is not None
-        inner = Env(env)
-        for a, p in zip(c.args, fn.params):
-            assert a.expr is not None
-            inner.bind(p, self.ref(a.expr, env) if p.direction else
-                       DataRef(self.data(a.expr, env), p.rtype))
-        self.body_to_prims(fn.body.stmts, inner, out)
+        self.inline_call(c, fn, env, out, fn.rret)
 
     def arg(self, c: A.Call, i: int) -> A.Expr:
         e = c.args[i].expr

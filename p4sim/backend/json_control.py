@@ -148,7 +148,11 @@ class ControlLowering(ActionLowering):
                 assert s.init is not None
                 r = env.get(s)
                 assert r is not None
-                self.assign(r, s.init, env, prims, s)
+                self.pre_prims.append(prims)
+                try:
+                    self.assign(r, s.init, env, prims, s)
+                finally:
+                    self.pre_prims.pop()
             else:
                 if isinstance(s, A.CallStmt) and s.call.target[0] == "action":
                     # p4c gives an action called from the apply block its own table, so it is

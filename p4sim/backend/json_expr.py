@@ -97,6 +97,9 @@ class ExprLowering:
             if idx is not None:
                 return HeaderRef(base.elems[idx], base.type.elem)
             return DynElemRef(base, self.data(e.index, env), base.type.elem)
+        if isinstance(e, A.Call) and e.target and e.target[0] == "function" and isinstance(
+                e.type, (T.StructT, T.StackT)) and e.target[1].body is not None:
+            return self.function_result(e, e.target[1], env)
         return DataRef(self.rvalue(e, env), e.type)
 
     def member(self, base: Ref, e: A.Member, env: Env) -> Ref:
@@ -286,40 +289,30 @@ class ExprLowering:
         if body is None:
             raise unsupported(e.loc, f"extern function {fn.name} used as a value")
         stmts = [s for s in body.stmts if not isinstance(s, A.EmptyStmt)]
-        if len(stmts) != 1 or not isinstance(stmts[0], A.Return) or stmts[0].value is None:
-            return self.inline_function_body(e, fn, env)
+        if (len(stmts) != 1 or not isinstance(stmts[0], A.Return) or stmts[0].value is None
+                or any(p.direction in ("out", "inout") for p in fn.params)):
+            return self.leaf_json(self.function_result(e, fn, env), e)
+        # `return expr;` with only `in` parameters: the expression itself, nothing to order
         inner = Env(env)
         for a, p in zip(e.args, fn.params):
-            if p.direction in ("out", "inout"):
-                raise unsupported(a.loc, "out/inout arguments of functions used as values")
             assert a.expr is not None
-            r = self.ref(a.expr, env)
-            inner.bind(p, r)
+            inner.bind(p, self.ref(a.expr, env))
         return self.rvalue(stmts[0].value, inner)
 
     pre_prims: list[list[Json]] = []
     fn_returns: list[Ref] = []
 
-    def inline_function_body(self, e: A.Call, fn: A.FunctionDecl, env: Env) -> Json:
+    def function_result(self, e: A.Call, fn: A.FunctionDecl, env: Env) -> Ref:
         """A function with statements, called in an expression: its body runs as primitives
-        just before the statement using it, leaving the result in a temporary."""
+        just before the statement using it (side-effect ordering has made the call the
+        statement's last step), leaving the result in a temporary."""
         if not self.pre_prims:
             raise unsupported(e.loc, f"calling function {fn.name} (which has statements) here")
-        out = self.pre_prims[-1]
-        inner = Env(env)
-        for a, p in zip(e.args, fn.params):
-            assert a.expr is not None
-            inner.bind(p, self.ref(a.expr, env) if p.direction or isinstance(
-                p.rtype, (T.StructT, T.StackT)) else DataRef(self.data(a.expr, env), p.rtype))
-        result = self.alloc_temp(max(T.bit_width(fn.rret), 1), env, f"{fn.name}_ret")
-        result = FieldRef(result.header, result.field, fn.rret)
-        self.fn_returns.append(result)
-        try:
-            self.body_to_prims(fn.body.stmts, inner, out)  # type: ignore[union-attr]
-        finally:
-            self.fn_returns.pop()
-        return self.leaf_json(result, e)
+        result = self.inline_call(e, fn, env, self.pre_prims[-1], fn.rret)
+        assert result is not None
+        return result
 
+    inline_call: Any
     alloc_temp: Any
     body_to_prims: Any
 

@@ -27,6 +27,7 @@ from p4sim.backend.refs import (
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
+from p4sim.frontend.side_effects import order_side_effects
 from p4sim.frontend.typecheck import Checker
 
 V1SWITCH_ROLES = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum",
@@ -420,5 +421,6 @@ def _flat_fields(fields: dict[str, T.Type], prefix: str = "") -> list[tuple[str,
 
 def build_json(checker: Checker, prog: A.Program, sources: dict[str, list[str]],
                program_name: str) -> tuple[Json, ProgramBuilder]:
+    order_side_effects(prog)
     b = ProgramBuilder(checker, prog, sources, program_name)
     return b.build(), b

@@ -64,8 +64,13 @@ TypeSyntax = TypeRef | BitTypeSyntax | BaseTypeSyntax | StackTypeSyntax | TupleT
 # ---- expressions ------------------------------------------------------------------------------
 @dataclass(eq=False)
 class Expr(Node):
+    """Every expression carries the checker's results: `type` (its P4 type, a `types.Type`)
+    and `const` (its compile-time value when it has one: int, bool, an (enum, member) or
+    ("error", member) pair; None when it is only known at run time)."""
+
     def __post_init__(self) -> None:
         self.type: Any = None
+        self.const: Any = None
 
 
 @dataclass(eq=False)

@@ -1,0 +1,135 @@
+"""Inlining calls of actions and functions with P4_16's copy-in/copy-out semantics.
+
+A call evaluates its arguments left to right, copies `in` and `inout` arguments into fresh
+storage, runs the body on that storage and, when the body ends (or returns), copies `out` and
+`inout` parameters back to the argument locations. Passing by reference differs as soon as the
+body also reads or writes an argument's location some other way (`f(x, x)`, an action writing a
+field that was passed to it, an `out` parameter the body never writes), so the copies are made
+unless nothing can tell them apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from p4sim.backend.json_expr import Env, ExprLowering
+from p4sim.backend.refs import (
+    DataRef,
+    DynElemRef,
+    DynFieldRef,
+    HeaderRef,
+    Json,
+    Ref,
+    StackRef,
+    StructRef,
+    UnionRef,
+)
+from p4sim.frontend import ast as A
+from p4sim.frontend import types as T
+from p4sim.frontend.errors import unsupported
+
+
+def _root(e: A.Expr) -> Any:
+    while isinstance(e, (A.Member, A.Index, A.Slice)):
+        e = e.expr
+    return e.decl if isinstance(e, A.Name) else None
+
+
+def writes_only_own_storage(decl: A.ActionDecl | A.FunctionDecl) -> bool:
+    """True when the body writes nothing but its own parameters and locals, so an `in`
+    argument read lazily inside it sees the value it had at the call."""
+    if isinstance(decl, A.FunctionDecl):
+        return True  # a function sees only its parameters
+    own = {id(p) for p in decl.params}
+
+    def ok(s: A.Stmt) -> bool:
+        if isinstance(s, A.VarDecl):
+            own.add(id(s))
+            return True
+        if isinstance(s, A.Assign):
+            return id(_root(s.lhs)) in own
+        if isinstance(s, A.Block):
+            return all(ok(x) for x in s.stmts)
+        if isinstance(s, A.If):
+            return ok(s.then) and (s.other is None or ok(s.other))
+        return isinstance(s, (A.EmptyStmt, A.Exit, A.Return))
+
+    return all(ok(s) for s in decl.body.stmts)  # type: ignore[union-attr]
+
+
+class CallInlining(ExprLowering):
+    # Provided by the program builder and the action lowering.
+    layout: Any
+    assign: Any
+    assign_ref: Any
+    body_to_prims: Any
+    source_info: Any
+    fn_returns: list[Ref]
+
+    def inline_call(self, c: A.Call, decl: A.ActionDecl | A.FunctionDecl, env: Env,
+                    out: list[Json], result_type: Any = None) -> Ref | None:
+        """Emit `decl`'s body for the call `c` into `out`; returns where the result is."""
+        inner = Env(env)
+        lazy_in = writes_only_own_storage(decl)
+        copy_back: list[tuple[Ref, Ref]] = []
+        for a, p in zip(c.args, decl.params):
+            t = p.rtype
+            if p.direction in ("out", "inout"):
+                tmp = self.layout(t, p.name, "")
+                if a.expr is not None:
+                    dst = self.ref(a.expr, env)
+                    if p.direction == "inout":
+                        self.assign_ref(tmp, dst, out, c)
+                    else:
+                        self.invalidate(tmp, out, c)
+                    copy_back.append((dst, tmp))
+                inner.bind(p, tmp)
+                continue
+            if a.expr is None:
+                raise unsupported(a.loc, "'_' for an argument that is read")
+            if a.expr.const is not None or (lazy_in and self.is_plain_value(a.expr, t)):
+                inner.bind(p, self.in_value(a.expr, t, env))
+                continue
+            tmp = self.layout(t, p.name, "")
+            self.assign(tmp, a.expr, env, out, c)
+            inner.bind(p, tmp)
+        result: Ref | None = None
+        if result_type is not None and result_type != T.VOID:
+            result = self.layout(result_type, f"{decl.name}_ret", "")
+            self.fn_returns.append(result)
+        try:
+            self.body_to_prims(decl.body.stmts, inner, out)  # type: ignore[union-attr]
+        finally:
+            if result is not None:
+                self.fn_returns.pop()
+        for dst, tmp in copy_back:
+            self.assign_ref(dst, tmp, out, c)
+        return result
+
+    def is_plain_value(self, e: A.Expr, t: Any) -> bool:
+        return isinstance(t, (T.BitT, T.EnumT, T.NewT)) or t in (T.BOOL, T.ERROR)
+
+    def in_value(self, e: A.Expr, t: Any, env: Env) -> Ref:
+        if isinstance(t, (T.StructT, T.StackT)):
+            return self.ref(e, env)
+        return DataRef(self.data(e, env) if t != T.BOOL else self.rvalue(e, env), t)
+
+    def invalidate(self, r: Ref, out: list[Json], node: Any) -> None:
+        """An `out` header parameter starts invalid (P4_16 6.8: out parameters are
+        uninitialized, and an uninitialized header is invalid)."""
+        from p4sim.backend.json_actions import prim
+
+        if isinstance(r, (HeaderRef, DynElemRef)):
+            out.append(prim("remove_header", [r.json()], node, self.source_info))
+        elif isinstance(r, StructRef):
+            for sub in r.fields.values():
+                self.invalidate(sub, out, node)
+        elif isinstance(r, StackRef):
+            for name in r.elems:
+                out.append(prim("remove_header", [{"type": "header", "value": name}], node,
+                                self.source_info))
+        elif isinstance(r, UnionRef):
+            for m in r.members.values():
+                self.invalidate(m, out, node)
+        elif isinstance(r, DynFieldRef):
+            pass

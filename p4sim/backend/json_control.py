@@ -399,16 +399,12 @@ class ControlLowering(ActionLowering):
                 # `field & constant`: BMv2 applies the constant as the key's mask
                 mask = hex_padded(e.right.const, T.bit_width(e.left.type))
                 e = e.left
-            if isinstance(e, A.Slice):
-                hi, lo = e.hi.const, e.lo.const
-                fw = T.bit_width(e.expr.type)
-                mask = hex_padded(((1 << (hi - lo + 1)) - 1) << lo, fw)
-                e = e.expr
-            if isinstance(e, A.Call) and e.target and e.target[:2] == ("builtin", "isValid"):
-                r = self.ref(e.target[2], env)
-                if not isinstance(r, HeaderRef):
-                    raise unsupported(k.loc, "isValid() key on this expression")
-                target: Json = {"type": "field", "value": [r.name, "$valid$"]}
+            # a slice key is computed into a temporary (as p4c does), so the key's value is
+            # the slice itself, not the field under a mask
+            valid_of = (self.ref(e.target[2], env) if isinstance(e, A.Call) and e.target
+                        and e.target[:2] == ("builtin", "isValid") else None)
+            if isinstance(valid_of, HeaderRef):
+                target: Json = {"type": "field", "value": [valid_of.name, "$valid$"]}
             else:
                 r = self.ref(e, env) if isinstance(e, (A.Name, A.Member, A.Index)) else None
                 if not isinstance(r, FieldRef):

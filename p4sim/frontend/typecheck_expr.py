@@ -7,7 +7,7 @@ from typing import Any
 
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
-from p4sim.frontend.errors import CompileError, Loc, unsupported
+from p4sim.frontend.errors import CompileError, Loc
 from p4sim.frontend.typecheck_call import CallChecker
 
 _ARITH = ("+", "-", "*", "/", "%", "|+|", "|-|")
@@ -41,7 +41,8 @@ class ExprChecker(CallChecker):
             raise CompileError(e.loc, f"{what} must be a compile-time integer constant")
         return v
 
-    def coerce(self, e: A.Expr, want: T.Type, what: str = "expression") -> None:
+    def coerce(self, e: A.Expr, want: T.Type, what: str = "expression",
+               operand: bool = False) -> None:
         """Check that `e` may be used where `want` is expected; converts int literals."""
         have = e.type
         if have == want or isinstance(want, T.TypeVar) or want == T.DONTCARE:
@@ -51,10 +52,12 @@ class ExprChecker(CallChecker):
             if v is None:
                 raise CompileError(e.loc, f"type mismatch: expected {want}, got int")
             if not T.fits(v, want):
-                if v < 0 and not want.signed and v >= -(1 << want.width):
-                    # p4c accepts negative constants as bit<W>: two's complement (-1 is all
-                    # ones); too large positive values stay errors
-                    e.const = v & ((1 << want.width) - 1)
+                # p4c only warns ("value does not fit", "negative value with unsigned type")
+                # and wraps the constant to the width: -1 is all ones. p4sim wraps too where
+                # the literal is an operand (`4 / 1w1`) or negative, but keeps too large
+                # values assigned or passed (`egress_spec = 512`) an error: that is a bug
+                if v < 0 and not want.signed and v >= -(1 << want.width) or operand:
+                    e.const = wrap(v, want)
                 else:
                     raise CompileError(e.loc, f"value {v} does not fit in {want}")
             e.type = want
@@ -93,10 +96,10 @@ class ExprChecker(CallChecker):
         if isinstance(tb, T.EnumT) and tb.underlying is not None and isinstance(ta, T.BitT):
             tb = tb.underlying
         if isinstance(ta, T.IntT) and isinstance(tb, T.BitT):
-            self.coerce(a, tb)
+            self.coerce(a, tb, operand=True)
             return tb
         if isinstance(tb, T.IntT) and isinstance(ta, T.BitT):
-            self.coerce(b, ta)
+            self.coerce(b, ta, operand=True)
             return ta
         if ta != tb:
             raise CompileError(loc, f"operands of '{op}' have different types: {ta} and {tb}")
@@ -343,8 +346,9 @@ class ExprChecker(CallChecker):
             return T.BOOL
         if op in ("|+|", "|-|") and isinstance(t, T.IntT):
             raise CompileError(e.loc, f"'{op}' needs bit<W> or int<W> operands")
-        if op in ("/", "%") and isinstance(t, T.BitT) and (vb is None or va is None):
-            raise unsupported(e.loc, f"'{op}' on run-time values (BMv2 has no division)")
+        if op in ("/", "%") and isinstance(t, T.BitT) and t.signed and (
+                vb is None or va is None):
+            raise CompileError(e.loc, f"'{op}' is not defined on signed run-time values")
         if va is not None and vb is not None:
             if op in ("|+|", "|-|"):
                 r = va + vb if op == "|+|" else va - vb

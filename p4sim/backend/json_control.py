@@ -112,7 +112,7 @@ class ControlLowering(ActionLowering):
                 node = self.apply_table(call, env, outcome, node, hitmiss=True)
                 continue
             if self.is_simple(s):
-                if isinstance(s, A.VarDecl) and s.init is None:
+                if isinstance(s, A.VarDecl) and (s.init is None or s.const):
                     continue
                 pending.insert(0, s)
                 continue

@@ -290,7 +290,8 @@ class ExprLowering:
             raise unsupported(e.loc, f"extern function {fn.name} used as a value")
         stmts = [s for s in body.stmts if not isinstance(s, A.EmptyStmt)]
         if (len(stmts) != 1 or not isinstance(stmts[0], A.Return) or stmts[0].value is None
-                or any(p.direction in ("out", "inout") for p in fn.params)):
+                or any(p.direction in ("out", "inout") for p in fn.params)
+                or any(isinstance(a.expr, (A.ListExpr, A.StructInit)) for a in e.args)):
             return self.leaf_json(self.function_result(e, fn, env), e)
         # `return expr;` with only `in` parameters: the expression itself, nothing to order
         inner = Env(env)

@@ -242,13 +242,20 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         aenv = self.globals_env if act in self.global_actions else env
         # like p4c, the data parameters of a directly called action are bound too: the action
         # it emits takes no action data
-        bound = [(p, self.ref(a.expr, env) if p.direction else DataRef(
-            self.data(a.expr, env), p.rtype)) for a, p in zip(c.args, act.params)
-            if a.expr is not None]
+        bound = [(p, self.called_action_arg(a.expr, p, env))
+                 for a, p in zip(c.args, act.params) if a.expr is not None]
         saved = self.return_patches
         self.return_patches = []
         self.action_for(act, aenv, bound)
         self.return_patches = saved
+
+    def called_action_arg(self, e: A.Expr, p: A.Param, env: Env) -> Ref:
+        if p.direction in ("out", "inout") or isinstance(p.rtype, (T.StructT, T.StackT)) and not isinstance(
+                e, (A.ListExpr, A.StructInit)):
+            return self.ref(e, env)
+        if isinstance(p.rtype, (T.StructT, T.StackT)):  # a list: storage of the param's type
+            return self.layout(p.rtype, p.name, "")
+        return DataRef(self.data(e, env), p.rtype)
 
     def action_for(self, act: A.ActionDecl, env: Env, bound: list[Any]) -> tuple[str, int]:
         prefix = "" if act in self.global_actions else env.prefix

@@ -282,15 +282,13 @@ class ControlLowering(ActionLowering):
         if not isinstance(inst, ObjRef) or inst.kind != "control":
             raise unsupported(call.loc, "applying this control")
         decl: A.ControlDecl = inst.decl
-        inner = Env(self.globals_env, prefix=inst.name)
+        # p4c inlines each application of an instance; its tables may still be applied once
+        self.applied_controls[inst.name] = n = self.applied_controls.get(inst.name, -1) + 1
+        inner = Env(self.globals_env, prefix=inst.name, application=n)
         for a, p in zip(call.args, decl.params):
             assert a.expr is not None
             inner.bind(p, self.ref(a.expr, env) if p.direction in ("out", "inout") or isinstance(
                 p.rtype, (T.StructT, T.StackT)) else DataRef(self.data(a.expr, env), p.rtype))
-        key = inst.name
-        if key in self.applied_controls:
-            raise unsupported(call.loc, f"applying control instance {inst.name} twice")
-        self.applied_controls.add(key)
         init: list[A.Stmt] = []
         for d in decl.locals:
             self.declare_local(d, inner, init)
@@ -300,7 +298,7 @@ class ControlLowering(ActionLowering):
         self.ret_targets.pop()
         return first
 
-    applied_controls: set[str] = set()
+    applied_controls: dict[str, int] = {}
 
     # ---- tables -------------------------------------------------------------------------------
     def ref_table(self, call: A.Call, env: Env) -> ObjRef:

@@ -39,10 +39,14 @@ def field_ref(header: str, name: str, t: T.Type) -> Ref:
 class Env:
     """Maps declarations (parameters, locals, instances) to what they denote."""
 
-    def __init__(self, parent: Env | None = None, prefix: str = "") -> None:
+    def __init__(self, parent: Env | None = None, prefix: str = "", application: int = 0
+                 ) -> None:
         self.parent = parent
         self.map: dict[int, Ref] = {}
         self.prefix = prefix if prefix or parent is None else parent.prefix
+        # which application of a control instance applied more than once this is: its
+        # actions are lowered again, since its parameters are bound to other arguments
+        self.application = application or (parent.application if parent else 0)
 
     def bind(self, decl: Any, ref: Ref) -> None:
         self.map[id(decl)] = ref

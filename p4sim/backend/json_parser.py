@@ -161,9 +161,6 @@ class ParserLowering:
         if not isinstance(inst, ObjRef) or inst.kind != "parser":
             raise unsupported(call.loc, "applying this parser")
         decl: A.ParserDecl = inst.decl
-        if inst.name in self.applied_parsers:
-            raise unsupported(call.loc, f"applying parser instance {inst.name} twice")
-        self.applied_parsers.add(inst.name)
         inner = Env(self.globals_env, prefix=inst.name)
         for a, p in zip(call.args, decl.params):
             assert a.expr is not None
@@ -196,7 +193,6 @@ class ParserLowering:
         self.state_rename.pop()
         self.lower_state(join, rest, st, goto, env, [], states)
 
-    applied_parsers: set[str] = set()
 
     def new_state(self, base: str) -> str:
         name, n = base, 0

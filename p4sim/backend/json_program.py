@@ -72,7 +72,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         self.tables_applied: dict[str, A.TableDecl] = {}
         self.hidden_tables: set[str] = set()
         self.hidden_actions: set[str] = set()
-        self.applied_controls = set()
+        self.applied_controls = {}
         self.ret_targets = []
         self.return_patches = []
         self.pre_prims = []
@@ -250,16 +250,17 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         self.return_patches = saved
 
     def called_action_arg(self, e: A.Expr, p: A.Param, env: Env) -> Ref:
-        if p.direction in ("out", "inout") or isinstance(p.rtype, (T.StructT, T.StackT)) and not isinstance(
-                e, (A.ListExpr, A.StructInit)):
+        composite = isinstance(p.rtype, (T.StructT, T.StackT))
+        if p.direction in ("out", "inout") or (composite and not isinstance(
+                e, (A.ListExpr, A.StructInit))):
             return self.ref(e, env)
-        if isinstance(p.rtype, (T.StructT, T.StackT)):  # a list: storage of the param's type
+        if composite:  # a list: storage of the parameter's type
             return self.layout(p.rtype, p.name, "")
         return DataRef(self.data(e, env), p.rtype)
 
     def action_for(self, act: A.ActionDecl, env: Env, bound: list[Any]) -> tuple[str, int]:
         prefix = "" if act in self.global_actions else env.prefix
-        key = (id(act), prefix, tuple((id(p), repr(r)) for p, r in bound))
+        key = (id(act), prefix, env.application, tuple((id(p), repr(r)) for p, r in bound))
         if key in self.action_cache:
             return self.action_cache[key]
         name = qualify(act, prefix)

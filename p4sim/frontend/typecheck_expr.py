@@ -56,7 +56,7 @@ class ExprChecker(CallChecker):
                 # and wraps the constant to the width: -1 is all ones. p4sim wraps too where
                 # the literal is an operand (`4 / 1w1`) or negative, but keeps too large
                 # values assigned or passed (`egress_spec = 512`) an error: that is a bug
-                if v < 0 and not want.signed and v >= -(1 << want.width) or operand:
+                if operand or (v < 0 and not want.signed and v >= -(1 << want.width)):
                     e.const = wrap(v, want)
                 else:
                     raise CompileError(e.loc, f"value {v} does not fit in {want}")

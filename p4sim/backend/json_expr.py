@@ -17,6 +17,7 @@ from p4sim.backend.refs import (
     StackRef,
     StructRef,
     UnionRef,
+    UnionStackRef,
     b2d,
     d2b,
     expr,
@@ -96,8 +97,12 @@ class ExprLowering:
             return self.member(base, e, env)
         if isinstance(e, A.Index):
             base = self.ref(e.expr, env)
+            idx = e.index.const
+            if isinstance(base, UnionStackRef):
+                if idx is None:
+                    raise unsupported(e.loc, "a header union stack with a run-time index")
+                return base.unions[idx]
             assert isinstance(base, StackRef)
-            idx = getattr(e.index, "const", None)
             if idx is not None:
                 return HeaderRef(base.elems[idx], base.type.elem)
             return DynElemRef(base, self.data(e.index, env), base.type.elem)

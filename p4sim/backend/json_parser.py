@@ -18,6 +18,7 @@ from p4sim.backend.refs import (
     StackRef,
     StructRef,
     UnionRef,
+    UnionStackRef,
     as_param,
     b2d,
     hexstr,
@@ -316,6 +317,12 @@ class ParserLowering:
             ops.append({"op": "primitive", "parameters": [p]})
 
     def extract_target(self, arg: A.Expr, env: Env) -> Json:
+        nxt = arg.expr if isinstance(arg, A.Member) else None
+        if isinstance(nxt, A.Member) and nxt.name == "next" and isinstance(nxt.expr.type,
+                                                                            T.StackT):
+            ust = self.ref(nxt.expr, env)  # `u.next.member` of a header union stack
+            if isinstance(ust, UnionStackRef):
+                return {"type": "union_stack", "value": [ust.name, arg.name]}
         if isinstance(arg, A.Member) and arg.name == "next" and isinstance(arg.expr.type,
                                                                              T.StackT):
             st = self.ref(arg.expr, env)
@@ -455,6 +462,9 @@ class ParserLowering:
             order.extend(r.elems)
         elif isinstance(r, UnionRef):
             order.extend(h.name for h in r.members.values())
+        elif isinstance(r, UnionStackRef):
+            for u in r.unions:
+                order.extend(h.name for h in u.members.values())
         elif isinstance(r, StructRef):
             for sub in r.fields.values():
                 self.emit_order(sub, order, e)

@@ -22,6 +22,7 @@ from p4sim.backend.refs import (
     StackRef,
     StructRef,
     UnionRef,
+    UnionStackRef,
     d2b,
 )
 from p4sim.frontend import ast as A
@@ -49,6 +50,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         self.header_stacks: list[Json] = []
         self.header_union_types: list[Json] = []
         self.header_unions: list[Json] = []
+        self.header_union_stacks: list[Json] = []
         self.union_type_names: set[str] = set()
         self.scalars: list[list[Any]] = []
         self.scalar_names: set[str] = set()
@@ -174,8 +176,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
                                              False), t)
         if isinstance(t, T.StackT):
             if t.elem.kind == "header_union":
-                raise unsupported(t.elem.decl.loc if t.elem.decl else None,
-                                  "header union stacks")
+                return self.layout_union_stack(t, path)
             htype = self.header_type(t.elem)
             base = self.unique(path.split(".")[-1], self.header_names)
             elems = []
@@ -217,6 +218,15 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         self.header_unions.append({"name": base, "id": len(self.header_unions),
                                    "union_type": t.name, "header_ids": ids})
         return UnionRef(base, t, members)
+
+    def layout_union_stack(self, t: T.StackT, path: str) -> UnionStackRef:
+        base = self.unique(path.split(".")[-1], self.header_names)
+        unions = [self.layout_union(t.elem, f"{base}[{i}]") for i in range(t.size)]
+        self.header_union_stacks.append({
+            "name": base, "id": len(self.header_union_stacks), "union_type": t.elem.name,
+            "size": t.size, "header_union_ids": [self.header_unions[-t.size + i]["id"]
+                                                 for i in range(t.size)]})
+        return UnionStackRef(base, t, unions)
 
     def alloc_local(self, d: A.VarDecl, env: Env) -> Ref:
         return self.layout(d.type, d.name, "")
@@ -385,7 +395,8 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         return {
             "header_types": self.header_types, "headers": self.headers,
             "header_stacks": self.header_stacks,
-            "header_union_types": self.header_union_types, "header_unions": self.header_unions, "header_union_stacks": [], "field_lists": self.field_lists,
+            "header_union_types": self.header_union_types, "header_unions": self.header_unions,
+            "header_union_stacks": self.header_union_stacks, "field_lists": self.field_lists,
             "errors": [[n, i] for n, i in self.errors.items()], "enums": enums,
             "parsers": [parser_json], "parse_vsets": self.parse_vsets,
             "deparsers": [deparser_json], "meter_arrays": self.meter_arrays,

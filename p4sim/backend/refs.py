@@ -117,6 +117,18 @@ class UnionRef(Ref):
 
 
 @dataclass
+class UnionStackRef(Ref):
+    """A stack of header unions (constant indices and `.next` in extract only)."""
+
+    name: str
+    type: T.StackT
+    unions: list[UnionRef]
+
+    def json(self) -> Json:
+        return {"type": "header_union_stack", "value": self.name}
+
+
+@dataclass
 class StructRef(Ref):
     fields: dict[str, Ref]
     type: T.Type

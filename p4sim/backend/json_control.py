@@ -418,7 +418,12 @@ class ControlLowering(ActionLowering):
                 continue
             if k.match_kind not in ("exact", "lpm", "ternary", "range", "optional"):
                 raise unsupported(k.mk_loc, f"match kind '{k.match_kind}' on BMv2")
-            keys.append({"match_type": k.match_kind, "name": name, "target": target["value"],
+            # BMv2 has no optional match: p4c declares such a key ternary (P4Info keeps
+            # OPTIONAL; PI maps its values to ternary ones). p4sim's switch has an optional
+            # match, kept for tables filled at run time; a table with entries in the program
+            # gets p4c's shape, since only a ternary entry can say `_`
+            mt = "ternary" if k.match_kind == "optional" and t.entries else k.match_kind
+            keys.append({"match_type": mt, "name": name, "target": target["value"],
                          "mask": mask})
         return keys, selector
 
@@ -436,7 +441,8 @@ class ControlLowering(ActionLowering):
             if isinstance(ent.action, A.Call):
                 data = [hex_padded(self.const_int_of(a.expr), T.bit_width(p.rtype))
                         for a, p in zip(ent.action.args, act.params) if not p.direction]
-            prio = (top + 1 - ent.prio) if ent.prio is not None else (i + 1)
+            prio = (top + 1 - ent.prio if ent.prio is not None else
+                    ent.raw_prio if ent.raw_prio is not None else i + 1)
             out.append({"source_info": self.source_info(ent), "match_key": mk,
                         "action_entry": {"action_id": aid, "action_data": data},
                         "priority": prio})
@@ -481,7 +487,8 @@ def entry_key(kv: A.Expr, k: A.KeyElement) -> Json:
         if mask != ((full >> (w - plen)) << (w - plen) if plen else 0):
             raise CompileError(kv.loc, "lpm entry mask must be a prefix")
         return {"match_type": "lpm", "key": hex_padded(value & mask, w), "prefix_length": plen}
-    return {"match_type": "ternary" if mkind == "ternary" else mkind,
+    # an optional key's entry is a ternary one (p4c's JSON): `_` is mask 0, a value mask ~0
+    return {"match_type": "ternary" if mkind in ("ternary", "optional") else mkind,
             "key": hex_padded(value & mask, w), "mask": hex_padded(mask, w)}
 
 

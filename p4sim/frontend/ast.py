@@ -386,6 +386,12 @@ class TableEntry(Node):
     priority: Expr | None
     annos: list[Annotation]
 
+    def __post_init__(self) -> None:
+        # set by the checker
+        self.act: Any = None  # the ActionDecl the entry runs
+        self.prio: int | None = None  # `priority = N` (P4: the larger wins)
+        self.raw_prio: int | None = None  # `@priority(N)`, given to BMv2 as it is
+
 
 @dataclass(eq=False)
 class TableProperty(Node):

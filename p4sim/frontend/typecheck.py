@@ -352,8 +352,12 @@ class Checker(ExprChecker, StmtChecker):
             return
         if isinstance(it, A.Binary) and it.op in ("&&&", ".."):
             for side in (it.left, it.right):
-                self.check_expr(side, kt)
-                self.coerce(side, kt, "keyset")
+                want = kt
+                if isinstance(kt, T.EnumT) and kt.underlying is not None and it.op == "&&&" and (
+                        side is it.right):
+                    want = kt.underlying  # a serializable enum's mask is a plain bit<W>
+                self.check_expr(side, want)
+                self.coerce(side, want, "keyset")
                 if getattr(side, "const", None) is None:
                     raise CompileError(side.loc, "keyset value must be a compile-time constant")
             it.type = kt

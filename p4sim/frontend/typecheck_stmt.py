@@ -283,7 +283,9 @@ class StmtChecker:
             if all(k.match_kind in ("exact", "lpm") for k in t.keys):
                 raise CompileError(ent.priority.loc, f"table {t.name} has no ternary, range or"
                                    " optional key: its entries take no priority")
-        else:  # the older annotation form of an explicit entry priority
-            a = A.anno(ent.annos, "priority")
-            if a and a.args and isinstance(a.args[0], int):
-                ent.prio = a.args[0]
+        ent.raw_prio = None
+        a = A.anno(ent.annos, "priority")
+        if ent.priority is None and a and a.args and isinstance(a.args[0], int):
+            # the older annotation form: p4c passes its value to BMv2 as it is (there, the
+            # smaller value wins), not as a P4 priority where the larger wins
+            ent.raw_prio = a.args[0]

@@ -274,7 +274,8 @@ def test_registers_and_counters(tmp_path):
                                           "value": "RcIngress.port_pkts"}
     acl = table(doc, "RcIngress.acl")
     assert acl["with_counters"] is True and acl["match_type"] == "range"
-    assert [k["match_type"] for k in acl["key"]] == ["ternary", "optional", "range"]
+    # an optional key of a table with entries is ternary in p4c's JSON (`_` is mask 0)
+    assert [k["match_type"] for k in acl["key"]] == ["ternary", "ternary", "range"]
     e0, e1 = acl["entries"]
     assert e0["match_key"][0] == {"match_type": "ternary", "key": "0x0a000000",
                                   "mask": "0xff000000"}
@@ -505,7 +506,7 @@ def test_explicit_entry_priorities(tmp_path):
                         "priority = 10 : (0x0a000000 &&& 0xff000000, IP_PROTO_UDP, 0 .. 1023)"
                         " : deny();")
     text = text.replace("(_, _, 5000 .. 5010) : allow();",
-                        "@priority(20) (_, _, 5000 .. 5010) : allow();")
+                        "priority = 20 : (_, _, 5000 .. 5010) : allow();")
     p = tmp_path / "prio.p4"
     p.write_text(text)
     out = tmp_path / "prio.json"

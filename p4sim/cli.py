@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: p4sim {compile,switch,ctl} ...
+USAGE = """usage: p4sim {compile,switch,ctl,conformance} ...
   compile   compile a P4_16 v1model program to BMv2 JSON + P4Info (flags as p4c-bm2-ss)
   switch    run a BMv2-JSON software switch with a P4Runtime server (flags as simple_switch_grpc)
-  ctl       runtime queue/port settings of a running switch (like simple_switch_CLI)"""
+  ctl       runtime queue/port settings of a running switch (like simple_switch_CLI)
+  conformance  run p4c STF packet tests (.p4 + .stf) on p4sim, real BMv2 or a mix"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,8 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         from p4sim.switch.main import main as run
     elif cmd == "ctl":
         from p4sim.switch.ctl import main as run
+    elif cmd == "conformance":
+        from p4sim.conformance.main import main as run
     else:
-        print(f"p4sim: error: unknown command '{cmd}' (expected compile, switch or ctl)",
+        print(f"p4sim: error: unknown command '{cmd}' (expected compile, switch, ctl or conformance)",
               file=sys.stderr)
         return 2
     return int(run(rest) or 0)

@@ -36,7 +36,7 @@ from p4sim.switch.tables import MatchTable
 from p4sim.switch.tm import DEFAULT_DEPTH, TrafficManager
 from p4sim.switch.v1model import V1Model
 
-MIN_FRAME = 14  # shorter than an Ethernet header: truncated
+MIN_FRAME = 0  # BMv2 parses frames of any length: extract past the end is PacketTooShort
 MAX_FRAME = 9216 + 18  # jumbo frame plus Ethernet header and FCS room: anything longer is dropped
 
 

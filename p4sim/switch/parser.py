@@ -53,16 +53,24 @@ def extract_lines(gen: Gen, fields: list, base: str | None, nbits: int,
 
 
 def extract_varbit(P: Any, F: list[int], inst: HeaderInstance, vl_bits: int, too_short: int,
-                   header_too_short: int) -> None:
-    """Extract a header with one variable-length field of ``vl_bits`` bits (cold path)."""
+                   header_too_short: int, invalid_argument: int) -> None:
+    """Extract a header with one variable-length field of ``vl_bits`` bits (cold path).
+
+    Checks in BMv2's order: a length that is not a whole number of bytes is
+    ParserInvalidArgument, then too few bytes left is PacketTooShort, then a header longer than
+    its type's max_length is HeaderTooShort."""
     fixed = inst.htype.fixed_bits
     max_bits = inst.htype.max_length * 8
-    if vl_bits < 0 or vl_bits % 8 or (max_bits and fixed + vl_bits > max_bits):
+    if vl_bits % 8:
+        raise ParserError(invalid_argument)
+    if vl_bits < 0:
         raise ParserError(header_too_short)
     total = fixed + vl_bits
     nbytes = (total + 7) // 8
     if P.pos + nbytes > P.end:
         raise ParserError(too_short)
+    if max_bits and total > max_bits:
+        raise ParserError(header_too_short)
     x = int.from_bytes(P.data[P.pos:P.pos + nbytes], "big")
     P.pos += nbytes
     shift = nbytes * 8
@@ -83,6 +91,26 @@ class ParserCompiler:
         gen.ns.setdefault("_PE", ParserError)
         gen.ns.setdefault("_xvl", extract_varbit)
         self.err = self.p.errors
+
+    @property
+    def _vl_codes(self) -> str:
+        """The error arguments of ``_xvl``: too short, header too short, invalid argument."""
+        e = self.err
+        return f"{e['PacketTooShort']}, {e['HeaderTooShort']}, {e['ParserInvalidArgument']}"
+
+    def _extract_next_vl(self, headers: list, next_slot: int, ps: list, kind: str,
+                         where: str) -> list[str]:
+        """``extract(stack.next, len)`` of a header with a varbit field (BMv2's stack extract
+        with a length expression): the next element, then the stack's next index moves on."""
+        if kind != "extract_VL" or len(ps) < 2:
+            raise ProgramError(f"{where}: header stack element has a varbit field, "
+                               "use extract_VL")
+        g = self.gen
+        hdrs = g.const(list(headers), "vh")
+        return [f"_i = F[{next_slot}]",
+                f"if _i >= {len(headers)}: raise _PE({self.err['StackOutOfBounds']})",
+                f"_xvl(P, F, {hdrs}[_i], {g.expr(ps[1], where)}, {self._vl_codes})",
+                f"F[{next_slot}] = _i + 1"]
 
     def compile(self, parser: dict) -> Any:
         """A ``run(P, F)`` function that parses the packet from its start state."""
@@ -124,8 +152,7 @@ class ParserCompiler:
                                            "use extract_VL")
                     ref = g.const(inst, "h")
                     bits = g.expr(ps[1], where)
-                    return [f"_xvl(P, F, {ref}, {bits}, {short}, "
-                            f"{self.err['HeaderTooShort']})"]
+                    return [f"_xvl(P, F, {ref}, {bits}, {self._vl_codes})"]
                 lines = extract_lines(g, inst.fields, None, inst.htype.fixed_bits, short)
                 lines.append(f"F[{inst.valid_slot}] = 1")
                 if inst.union is not None:
@@ -138,6 +165,8 @@ class ParserCompiler:
                 if stack is None:
                     raise ProgramError(f"{where}: unknown header stack {tval!r}")
                 htype = stack.headers[0].htype
+                if htype.has_varbit or kind == "extract_VL":
+                    return self._extract_next_vl(stack.headers, stack.next_slot, ps, kind, where)
                 bases = g.const([h.fields[0].slot for h in stack.headers], "sb")
                 nfields = len(htype.fields)
                 lines = [f"_i = F[{stack.next_slot}]",
@@ -151,6 +180,8 @@ class ParserCompiler:
                 ustack = self.p.union_stacks[tval[0]]
                 rows = [u.members[tval[1]] for u in ustack.unions]
                 htype = rows[0].htype
+                if htype.has_varbit or kind == "extract_VL":
+                    return self._extract_next_vl(rows, ustack.next_slot, ps, kind, where)
                 bases = g.const([h.fields[0].slot for h in rows], "usb")
                 lines = [f"_i = F[{ustack.next_slot}]",
                          f"if _i >= {len(rows)}: raise _PE({self.err['StackOutOfBounds']})",
@@ -164,10 +195,14 @@ class ParserCompiler:
             return [g.store(g.lvalue(ps[0], where), g.expr(ps[1], where))]
         if kind == "verify":
             return [f"if not ({g.expr(ps[0], where)}): raise _PE({g.expr(ps[1], where)})"]
-        if kind in ("advance", "shift"):
+        if kind == "advance":
+            # BMv2: an amount that is not whole bytes is ParserInvalidArgument.
+            invalid = self.err["ParserInvalidArgument"]
+            return [f"_b = {g.expr(ps[0], where)}", f"if _b % 8: raise _PE({invalid})",
+                    "_e = P.pos + _b // 8", f"if _e > P.end: raise _PE({short})", "P.pos = _e"]
+        if kind == "shift":
             amount = g.expr(ps[0], where)
-            nbytes = f"({amount}) // 8" if kind == "advance" else f"({amount})"
-            return [f"_e = P.pos + {nbytes}", f"if _e > P.end: raise _PE({short})", "P.pos = _e"]
+            return [f"_e = P.pos + ({amount})", f"if _e > P.end: raise _PE({short})", "P.pos = _e"]
         if kind == "primitive":
             inner = ps[0]
             return self.actions.primitive(inner, f"{where} {inner.get('op')!r}")

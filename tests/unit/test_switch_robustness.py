@@ -35,11 +35,12 @@ def test_random_frames_never_break_the_switch(frames: list[bytes]) -> None:
         # Half of them pretend to be IPv4 so the IPv4 parser sees garbage too.
         dp.receive(0, fr[:12] + b"\x08\x00" + fr[14:] if len(fr) > 14 and fr[0] & 1 else fr)
     st0 = dp.stats()
-    malformed = sum(1 for fr in frames if len(fr) < 14)
     assert st0.ports[0].rx_packets == len(frames)
-    assert st0.ports[0].rx_dropped_malformed == malformed
-    # Every well-formed frame leaves exactly once (to port 1 if IPv4 parsed, else port 0).
-    assert len(out) + st0.pipeline_drops == len(frames) - malformed
+    # As on BMv2, frames of any length are parsed (shorter than Ethernet: PacketTooShort), so
+    # every frame leaves exactly once (to port 1 if IPv4 parsed, else port 0) or is dropped.
+    assert st0.ports[0].rx_dropped_malformed == 0
+    assert st0.parser_errors >= sum(1 for fr in frames if len(fr) < 14)
+    assert len(out) + st0.pipeline_drops == len(frames)
     assert dp.flow is not None and dp.flow.counters.aborted == 0
 
 

@@ -102,6 +102,7 @@ class ActionLowering(CallInlining):
             else:
                 jz["parameters"][1] = hexstr(len(out))
         elif isinstance(s, A.Exit):
+            self.copy_out_before_exit(out)
             out.append(prim("exit", [], s, self.source_info))
         elif isinstance(s, A.EmptyStmt):
             pass

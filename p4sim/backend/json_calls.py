@@ -97,14 +97,25 @@ class CallInlining(ExprLowering):
         if result_type is not None and result_type != T.VOID:
             result = self.layout(result_type, f"{decl.name}_ret", "")
             self.fn_returns.append(result)
+        self.copy_out_frames.append((copy_back, c))
         try:
             self.body_to_prims(decl.body.stmts, inner, out)  # type: ignore[union-attr]
         finally:
+            self.copy_out_frames.pop()
             if result is not None:
                 self.fn_returns.pop()
         for dst, tmp in copy_back:
             self.assign_ref(dst, tmp, out, c)
         return result
+
+    copy_out_frames: list[tuple[list[tuple[Ref, Ref]], A.Call]] = []
+
+    def copy_out_before_exit(self, out: list[Json]) -> None:
+        """`exit` inside inlined calls still copies their out/inout parameters back, the
+        innermost call first (p4c's behaviour)."""
+        for copy_back, c in reversed(self.copy_out_frames):
+            for dst, tmp in copy_back:
+                self.assign_ref(dst, tmp, out, c)
 
     def is_plain_value(self, e: A.Expr, t: Any) -> bool:
         return isinstance(t, (T.BitT, T.EnumT, T.NewT)) or t in (T.BOOL, T.ERROR)

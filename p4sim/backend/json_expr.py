@@ -203,7 +203,7 @@ class ExprLowering:
                         self.cond(e.right, env))
         if op in ("==", "!=") and e.left.type == T.BOOL:
             return expr(op, self.cond(e.left, env), self.cond(e.right, env))
-        if op in ("==", "!=") and isinstance(e.left.type, T.StructT):
+        if op in ("==", "!=") and isinstance(e.left.type, (T.StructT, T.StackT)):
             same = self.equal_refs(self.ref(e.left, env), self.ref(e.right, env), e)
             return same if op == "==" else expr("not", None, same)
         a, b = self.data(e.left, env), self.data(e.right, env)
@@ -271,6 +271,9 @@ class ExprLowering:
         equal fields."""
         if isinstance(a, StructRef) and isinstance(b, StructRef):
             parts = [self.equal_refs(a.fields[n], b.fields[n], e) for n in a.fields]
+        elif isinstance(a, StackRef) and isinstance(b, StackRef):
+            parts = [self.equal_refs(HeaderRef(x, a.type.elem), HeaderRef(y, b.type.elem), e)
+                     for x, y in zip(a.elems, b.elems)]
         elif isinstance(a, HeaderRef) and isinstance(b, HeaderRef):
             va = d2b({"type": "field", "value": [a.name, "$valid$"]})
             vb = d2b({"type": "field", "value": [b.name, "$valid$"]})

@@ -79,6 +79,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         self.return_patches = []
         self.pre_prims = []
         self.fn_returns = []
+        self.copy_out_frames = []
         self.table_names: set[str] = set()
         self.cond_count = 0
         self.table_count = 0
@@ -278,8 +279,10 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         if other is not None and other is not act:
             raise CompileError(act.loc, f"{name}: conflicting control plane name (also used by"
                                f" the action at {other.loc})")
-        if name in self.action_names:
+        if name in self.action_names and other is not act:
             name = self.unique_action(name)
+        # the same action bound to other directional arguments by another table (`setbyte(x)`
+        # and `setbyte(y)`) is another JSON action of the same name: one P4Info action, as p4c
         self.action_names.add(name)
         inner = Env(env)
         runtime: list[Json] = []

@@ -120,7 +120,8 @@ def build_p4info(b: Any) -> P.P4Info:
     tables = sorted(((n, t, env) for n, t, env in b.table_info
                      if n not in b.hidden_tables and not A.anno(t.annos, "hidden")),
                     key=lambda x: place(x[1], b.table_pipeline[x[0]]))
-    actions = sorted((a for a in b.actions_json if a["name"] not in b.hidden_actions
+    unique = {a["name"]: a for a in reversed(b.actions_json)}  # one per name, the first
+    actions = sorted((a for a in unique.values() if a["name"] not in b.hidden_actions
                       and not A.anno(_annos_of(b.action_decls.get(a["name"])), "hidden")),
                      key=lambda a: place(b.action_decls[a["name"]],
                                          b.action_pipeline[a["name"]]))

@@ -57,6 +57,40 @@ def writes_only_own_storage(decl: A.ActionDecl | A.FunctionDecl) -> bool:
     return all(ok(s) for s in decl.body.stmts)  # type: ignore[union-attr]
 
 
+_WRITING_BUILTINS = ("setValid", "setInvalid", "push_front", "pop_front")
+
+
+class ParamUse(A.NodeVisitor):
+    """Which parameters a body reads or writes at all (`read`), and which it may write
+    (`written`: assigned, passed as out/inout, or changed by a header or stack method)."""
+
+    def __init__(self) -> None:
+        self.read: set[int] = set()
+        self.written: set[int] = set()
+
+    def visit_Name(self, n: A.Name) -> None:
+        self.read.add(id(n.decl))
+
+    def visit_Assign(self, s: A.Assign) -> None:
+        self.written.add(id(_root(s.lhs)))
+        self.generic_visit(s)
+
+    def visit_Call(self, c: A.Call) -> None:
+        tgt = c.target or ()
+        if tgt and tgt[0] == "builtin" and tgt[1] in _WRITING_BUILTINS:
+            self.written.add(id(_root(tgt[2])))
+        params: list[A.Param] = []
+        if tgt and tgt[0] in ("function", "action"):
+            params = tgt[1].params
+        elif tgt and tgt[0] == "method":
+            params = tgt[2].params
+            self.written.add(id(_root(tgt[1])))  # an extern's own state, conservatively
+        for a, p in zip(c.args, params):
+            if a.expr is not None and p.direction in ("out", "inout"):
+                self.written.add(id(_root(a.expr)))
+        self.generic_visit(c)
+
+
 class CallInlining(ExprLowering):
     # Provided by the program builder and the action lowering.
     layout: Any
@@ -71,9 +105,16 @@ class CallInlining(ExprLowering):
         """Emit `decl`'s body for the call `c` into `out`; returns where the result is."""
         inner = Env(env)
         lazy_in = writes_only_own_storage(decl)
+        use = self.param_use(decl)
         copy_back: list[tuple[Ref, Ref]] = []
         for a, p in zip(c.args, decl.params):
             t = p.rtype
+            if p.direction == "inout" and a.expr is not None and lazy_in and (
+                    id(p) not in use.written):
+                # never written, and nothing else changes what it refers to: copying it in
+                # and back out changes nothing (and reads no stack element out of range)
+                inner.bind(p, self.ref(a.expr, env))
+                continue
             if p.direction in ("out", "inout"):
                 tmp = self.layout(t, p.name, "")
                 if a.expr is not None:
@@ -109,6 +150,15 @@ class CallInlining(ExprLowering):
         return result
 
     copy_out_frames: list[tuple[list[tuple[Ref, Ref]], A.Call]] = []
+    param_uses: dict[int, ParamUse]
+
+    def param_use(self, decl: A.ActionDecl | A.FunctionDecl) -> ParamUse:
+        use = self.param_uses.get(id(decl))
+        if use is None:
+            use = self.param_uses[id(decl)] = ParamUse()
+            assert decl.body is not None
+            use.visit(decl.body)
+        return use
 
     def copy_out_before_exit(self, out: list[Json]) -> None:
         """`exit` inside inlined calls still copies their out/inout parameters back, the

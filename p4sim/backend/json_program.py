@@ -80,6 +80,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         self.pre_prims = []
         self.fn_returns = []
         self.copy_out_frames = []
+        self.param_uses = {}
         self.table_names: set[str] = set()
         self.cond_count = 0
         self.table_count = 0

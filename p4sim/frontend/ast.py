@@ -3,7 +3,8 @@ expressions and `decl` on names)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from p4sim.frontend.errors import Loc
@@ -12,6 +13,37 @@ from p4sim.frontend.errors import Loc
 @dataclass(eq=False)
 class Node:
     loc: Loc
+
+    def children(self) -> Iterator[Node]:
+        """The nodes directly under this one, in source order (fields holding nodes, lists of
+        nodes and pairs containing nodes; types, declarations resolved by the checker and
+        other annotations are not children)."""
+        for f in fields(self):
+            yield from _nodes_in(getattr(self, f.name))
+
+
+def _nodes_in(value: Any) -> Iterator[Node]:
+    if isinstance(value, Node):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _nodes_in(v)
+
+
+class NodeVisitor:
+    """Walks a tree as pycparser's `c_ast.NodeVisitor`: `visit(node)` calls
+    `visit_<ClassName>(node)` when the subclass defines it, else `generic_visit`, which visits
+    the children. A `visit_X` method visits below X only if it calls `generic_visit`."""
+
+    def visit(self, node: Node) -> Any:
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is None:
+            return self.generic_visit(node)
+        return method(node)
+
+    def generic_visit(self, node: Node) -> None:
+        for child in node.children():
+            self.visit(child)
 
 
 @dataclass(eq=False)

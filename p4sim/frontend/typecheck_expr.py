@@ -304,6 +304,7 @@ class ExprChecker(CallChecker):
         if op in ("==", "!="):
             if isinstance(ta, (T.BitT, T.IntT)) or isinstance(tb, (T.BitT, T.IntT)):
                 self.unify_int(e.left, e.right, op, e.loc)
+                va, vb = e.left.const, e.right.const  # an int side is now of the bit width
             elif ta != tb:
                 raise CompileError(e.loc, f"operands of '{op}' have different types:"
                                    f" {ta} and {tb}")
@@ -340,6 +341,7 @@ class ExprChecker(CallChecker):
             if not isinstance(st, (T.BitT, T.IntT)):
                 raise CompileError(side.loc, f"'{op}' needs numeric operands, got {st}")
         t = self.unify_int(e.left, e.right, op, e.loc)
+        va, vb = e.left.const, e.right.const  # `8w1 < -1` compares with 8w255, as p4c
         if op in _COMPARE:
             if va is not None and vb is not None:
                 e.const = {"<": va < vb, ">": va > vb, "<=": va <= vb, ">=": va >= vb}[op]

@@ -288,9 +288,9 @@ class ParserLowering:
                     if len(c.args) == 2:
                         n = c.args[1].expr
                         assert n is not None
-                        length = self.data(n, env)
-                        if length.get("type") != "expression":  # BMv2 wants an expression
-                            length = mk("&", length, hexstr(0xFFFFFFFF, 32))
+                        # BMv2 wants an expression parameter: a typed node wrapped once more,
+                        # here always an operation (which p4sim's switch reads too)
+                        length = as_param(mk("&", self.data(n, env), hexstr(0xFFFFFFFF, 32)))
                         ops.append({"op": "extract_VL", "parameters": [p, length]})
                     else:
                         ops.append({"op": "extract", "parameters": [p]})
@@ -299,7 +299,13 @@ class ParserLowering:
                     assert n is not None
                     ops.append({"op": "advance", "parameters": [as_param(self.data(n, env))]})
                 elif name == "lookahead":
-                    pass  # value unused
+                    # value unused, but BMv2 still checks the packet is long enough
+                    # (PacketTooShort): read it into a temporary
+                    width = T.bit_width(c.type)
+                    if width:
+                        tmp = self.alloc_temp(width, env, "tmp")
+                        ops.append({"op": "set", "parameters": [
+                            tmp.json(), {"type": "lookahead", "value": [0, width]}]})
                 else:
                     raise unsupported(c.loc, f"packet_in.{name}() in a parser")
                 return

@@ -123,6 +123,9 @@ class ActionLowering(CallInlining):
 
     # ---- assignment ---------------------------------------------------------------------------
     def slice_assign(self, lhs: A.Slice, rhs: A.Expr, env: Env) -> tuple[Json, Json]:
+        return self.slice_store(lhs, self.data(rhs, env), env)
+
+    def slice_store(self, lhs: A.Slice, value: Json, env: Env) -> tuple[Json, Json]:
         """`f[hi:lo] = v` writes the whole field: (f & ~m) | ((v << lo) & m)."""
         lo = 0
         target: A.Expr = lhs
@@ -136,7 +139,6 @@ class ActionLowering(CallInlining):
         fw = T.bit_width(target.type)
         mask = ((1 << width) - 1) << lo
         keep = expr("&", r.json(), hexstr(((1 << fw) - 1) & ~mask, fw))
-        value = self.data(rhs, env)
         if lo:
             value = expr("<<", value, hexstr(lo, 8))
         new = expr("|", keep, expr("&", value, hexstr(mask, fw)))

@@ -106,7 +106,7 @@ class CallInlining(ExprLowering):
         inner = Env(env)
         lazy_in = writes_only_own_storage(decl)
         use = self.param_use(decl)
-        copy_back: list[tuple[Ref, Ref]] = []
+        copy_back: list[tuple[Any, Ref]] = []  # (argument Ref, or a Slice expression; temp)
         for a, p in zip(c.args, decl.params):
             t = p.rtype
             if p.direction == "inout" and a.expr is not None and lazy_in and (
@@ -118,8 +118,10 @@ class CallInlining(ExprLowering):
             if p.direction in ("out", "inout"):
                 tmp = self.layout(t, p.name, "")
                 if a.expr is not None:
-                    dst = self.ref(a.expr, env)
-                    if p.direction == "inout":
+                    dst: Any = a.expr if isinstance(a.expr, A.Slice) else self.ref(a.expr, env)
+                    if p.direction == "inout" and isinstance(dst, A.Slice):
+                        self.assign(tmp, dst, env, out, c)
+                    elif p.direction == "inout":
                         self.assign_ref(tmp, dst, out, c)
                     else:
                         self.invalidate(tmp, out, c)
@@ -138,18 +140,29 @@ class CallInlining(ExprLowering):
         if result_type is not None and result_type != T.VOID:
             result = self.layout(result_type, f"{decl.name}_ret", "")
             self.fn_returns.append(result)
-        self.copy_out_frames.append((copy_back, c))
+        self.copy_out_frames.append((copy_back, c, env))
         try:
             self.body_to_prims(decl.body.stmts, inner, out)  # type: ignore[union-attr]
         finally:
             self.copy_out_frames.pop()
             if result is not None:
                 self.fn_returns.pop()
-        for dst, tmp in copy_back:
-            self.assign_ref(dst, tmp, out, c)
+        self.copy_out(copy_back, c, env, out)
         return result
 
-    copy_out_frames: list[tuple[list[tuple[Ref, Ref]], A.Call]] = []
+    def copy_out(self, copy_back: list[tuple[Any, Ref]], c: A.Call, env: Env,
+                 out: list[Json]) -> None:
+        from p4sim.backend.json_actions import prim
+
+        for dst, tmp in copy_back:
+            if isinstance(dst, A.Slice):  # `f(x[3:0])`: the slice's bits of x
+                target, value = self.slice_store(dst, tmp.json(), env)
+                out.append(prim("assign", [target, value], c, self.source_info))
+            else:
+                self.assign_ref(dst, tmp, out, c)
+
+    copy_out_frames: list[tuple[list[tuple[Any, Ref]], A.Call, Env]] = []
+    slice_store: Any
     param_uses: dict[int, ParamUse]
 
     def param_use(self, decl: A.ActionDecl | A.FunctionDecl) -> ParamUse:
@@ -163,9 +176,8 @@ class CallInlining(ExprLowering):
     def copy_out_before_exit(self, out: list[Json]) -> None:
         """`exit` inside inlined calls still copies their out/inout parameters back, the
         innermost call first (p4c's behaviour)."""
-        for copy_back, c in reversed(self.copy_out_frames):
-            for dst, tmp in copy_back:
-                self.assign_ref(dst, tmp, out, c)
+        for copy_back, c, env in reversed(self.copy_out_frames):
+            self.copy_out(copy_back, c, env, out)
 
     def is_plain_value(self, e: A.Expr, t: Any) -> bool:
         return isinstance(t, (T.BitT, T.EnumT, T.NewT)) or t in (T.BOOL, T.ERROR)

@@ -201,7 +201,23 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
             return StructRef(fields, t)
         if isinstance(t, (T.BitT, T.EnumT, T.NewT)) or t in (T.BOOL, T.ERROR):
             return self.add_scalar(f"{meta_prefix}{path}" if meta_prefix else path, t)
+        if isinstance(t, T.TupleT):  # a tuple is stored as a struct of its items
+            return StructRef({str(i): self.layout(it, f"{path}_{i}", meta_prefix)
+                              for i, it in enumerate(t.items)}, t)
+        if isinstance(t, T.VarbitT):
+            return self.varbit_local(t, path)
         raise CompileError(None, f"cannot allocate storage for a value of type {t}")
+
+    def varbit_local(self, t: T.VarbitT, path: str) -> FieldRef:
+        """A varbit local lives in a metadata header of its own (as p4c does), since the
+        scalars header has fixed-width fields only."""
+        htype = f"$varbit{t.max_width}"
+        if htype not in self.header_type_ids:
+            self.header_type_ids[htype] = htype
+            self.header_types.append({"name": htype, "id": len(self.header_types),
+                                      "fields": [["field", "*"]],
+                                      "max_length": (t.max_width + 7) // 8})
+        return FieldRef(self.add_header(path.split(".")[-1], htype, True), "field", t)
 
     def layout_union(self, t: T.StructT, path: str) -> UnionRef:
         if t.name not in self.union_type_names:
@@ -263,10 +279,10 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
 
     def called_action_arg(self, e: A.Expr, p: A.Param, env: Env) -> Ref:
         composite = isinstance(p.rtype, (T.StructT, T.StackT))
-        if p.direction in ("out", "inout") or (composite and not isinstance(
-                e, (A.ListExpr, A.StructInit))):
+        if (p.direction in ("out", "inout") and not isinstance(e, A.Slice)) or (
+                composite and not isinstance(e, (A.ListExpr, A.StructInit))):
             return self.ref(e, env)
-        if composite:  # a list: storage of the parameter's type
+        if composite or p.direction in ("out", "inout"):  # storage of the parameter's type
             return self.layout(p.rtype, p.name, "")
         return DataRef(self.data(e, env), p.rtype)
 

@@ -56,7 +56,12 @@ class ControlLowering(ActionLowering):
 
     def declare_local(self, d: A.Node, env: Env, init: list[A.Stmt]) -> None:
         if isinstance(d, A.Instance):
-            env.bind(d, self.register_instance(d, env.prefix))
+            r = self.register_instance(d, env.prefix)
+            if r.kind in ("control", "parser"):
+                # constructor arguments (`C2(c1) c2;`) are bound where the instance is declared
+                r.extra = [(p, self.ctor_arg(a.expr, p, env)) for a, p in zip(
+                    d.args, r.decl.ctor_params) if a.expr is not None]
+            env.bind(d, r)
         elif isinstance(d, A.TableDecl):
             env.bind(d, ObjRef("table", qualify(d, env.prefix), d))
             for inst in d.synthetic:  # instances written inside table properties
@@ -285,12 +290,21 @@ class ControlLowering(ActionLowering):
         # p4c inlines each application of an instance; its tables may still be applied once
         self.applied_controls[inst.name] = n = self.applied_controls.get(inst.name, -1) + 1
         inner = Env(self.globals_env, prefix=inst.name, application=n)
+        for p, r in inst.extra or []:
+            inner.bind(p, r)
         for a, p in zip(call.args, decl.params):
             assert a.expr is not None
             inner.bind(p, self.ref(a.expr, env) if p.direction in ("out", "inout") or isinstance(
                 p.rtype, (T.StructT, T.StackT)) else DataRef(self.data(a.expr, env), p.rtype))
         init: list[A.Stmt] = []
+        first = self.control_envs.setdefault(inst.name, inner)
         for d in decl.locals:
+            if first is not inner and isinstance(d, (A.Instance, A.TableDecl)):
+                # the instance's externs and tables exist once, whichever application
+                inner.bind(d, first.map[id(d)])
+                for x in getattr(d, "synthetic", []):
+                    inner.bind(x, first.map[id(x)])
+                continue
             self.declare_local(d, inner, init)
         assert decl.body is not None
         self.ret_targets.append(nxt)
@@ -299,6 +313,12 @@ class ControlLowering(ActionLowering):
         return first
 
     applied_controls: dict[str, int] = {}
+    control_envs: dict[str, Env] = {}
+
+    def ctor_arg(self, e: A.Expr, p: A.Param, env: Env) -> Ref:
+        if e.const is not None:
+            return DataRef(self.const_json(e.const, e.type), e.type)
+        return self.ref(e, env)
 
     # ---- tables -------------------------------------------------------------------------------
     def ref_table(self, call: A.Call, env: Env) -> ObjRef:

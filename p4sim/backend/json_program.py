@@ -75,6 +75,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         self.hidden_tables: set[str] = set()
         self.hidden_actions: set[str] = set()
         self.applied_controls = {}
+        self.control_envs = {}
         self.ret_targets = []
         self.return_patches = []
         self.pre_prims = []

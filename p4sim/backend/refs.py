@@ -151,7 +151,7 @@ class ObjRef(Ref):
     name: str
     decl: Any
     type: T.Type = field(default_factory=lambda: T.VOID)
-    extra: Any = None  # control instances: (decl, prefix, env)
+    extra: Any = None  # externs: their info; control and parser instances: ctor bindings
 
 
 LEAF = (FieldRef, DynFieldRef, DataRef)

@@ -418,6 +418,12 @@ class Checker(ExprChecker, StmtChecker):
             if len(d.args) != len(params):
                 raise CompileError(d.loc, f"{decl.name} expects {len(params)} constructor"
                                    f" arguments, got {len(d.args)}")
+            for a, p in zip(d.args, params):
+                if a.expr is not None:
+                    want = getattr(p, "rtype", None)
+                    self.check_expr(a.expr, want if isinstance(want, T.BitT) else None)
+                    if isinstance(want, T.BitT):
+                        self.coerce(a.expr, want, "constructor argument")
         else:
             order_args(d.loc, decl.name, d.args, decl.params)
             if len(d.args) != len(decl.params):

@@ -116,10 +116,43 @@ class ActionLowering(CallInlining):
             jmp = prim("_jump", [hexstr(0)], s, self.source_info)
             self.return_patches[-1].append(jmp)
             out.append(jmp)
+        elif isinstance(s, A.For):
+            self.lower_for(s, env, out)
+        elif isinstance(s, (A.Break, A.Continue)):
+            jmp = prim("_jump", [hexstr(0)], s, self.source_info)
+            self.loop_jumps[-1][0 if isinstance(s, A.Break) else 1].append(jmp)
+            out.append(jmp)
         elif isinstance(s, A.Switch):
             raise unsupported(s.loc, "'switch' inside an action")
         else:
             raise unsupported(s.loc, f"statement {type(s).__name__} in an action")
+
+    loop_jumps: list[tuple[list[Json], list[Json]]] = []  # per loop: breaks, continues
+
+    def lower_for(self, s: A.For, env: Env, out: list[Json]) -> None:
+        """A loop in an action is primitives with jumps back (BMv2 actions are straight-line
+        programs with `_jump` and `_jump_if_zero`)."""
+        inner = Env(env)
+        self.stmts_to_prims(s.init, inner, out)
+        top = len(out)
+        exit_jump = None
+        if s.cond is not None:
+            exit_jump = prim("_jump_if_zero", [b2d(self.cond(s.cond, inner)), hexstr(0)],
+                             s.cond, self.source_info)
+            out.append(exit_jump)
+        self.loop_jumps.append(([], []))
+        try:
+            self.stmt_to_prims(s.body, Env(inner), out)
+        finally:
+            breaks, continues = self.loop_jumps.pop()
+        for jmp in continues:
+            jmp["parameters"][0] = hexstr(len(out))
+        self.stmts_to_prims(s.updates, inner, out)
+        out.append(prim("_jump", [hexstr(top)], s, self.source_info))
+        for jmp in breaks:
+            jmp["parameters"][0] = hexstr(len(out))
+        if exit_jump is not None:
+            exit_jump["parameters"][1] = hexstr(len(out))
 
     # ---- assignment ---------------------------------------------------------------------------
     def slice_assign(self, lhs: A.Slice, rhs: A.Expr, env: Env) -> tuple[Json, Json]:

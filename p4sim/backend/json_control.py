@@ -15,6 +15,7 @@ from p4sim.backend.refs import (
     HeaderRef,
     Json,
     ObjRef,
+    Ref,
     hex_padded,
     hexstr,
 )

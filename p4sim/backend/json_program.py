@@ -78,6 +78,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         self.control_envs = {}
         self.ret_targets = []
         self.return_patches = []
+        self.loop_jumps = []
         self.pre_prims = []
         self.fn_returns = []
         self.copy_out_frames = []

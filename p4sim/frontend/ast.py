@@ -252,6 +252,24 @@ class Exit(Stmt):
 
 
 @dataclass(eq=False)
+class For(Stmt):
+    init: list[Stmt]
+    cond: Expr | None
+    updates: list[Stmt]
+    body: Stmt
+
+
+@dataclass(eq=False)
+class Break(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class Continue(Stmt):
+    pass
+
+
+@dataclass(eq=False)
 class Return(Stmt):
     value: Expr | None
 

@@ -378,9 +378,18 @@ class ExprParser:
                 self.pos += 1
                 return self.parse_var_decl(annos, const=True)
         if t.kind == "id" and t.text == "for" and self.peek().text == "(":
-            raise CompileError(t.loc, "unsupported: 'for' loops")
+            return self.parse_for()
+        if t.kind == "id" and t.text in ("break", "continue") and self.peek().text == ";":
+            self.pos += 2
+            return A.Break(t.loc) if t.text == "break" else A.Continue(t.loc)
         if self._starts_var_decl():
             return self.parse_var_decl(annos)
+        s = self.parse_assign_or_call()
+        self.expect(";")
+        return s
+
+    def parse_assign_or_call(self) -> A.Stmt:
+        """`lhs = e`, `lhs op= e` or a call, without the terminating `;`."""
         lhs = self.parse_expr()
         cop = self.compound_assign_op()
         if cop is not None:  # `x += e` is `x = x + e`
@@ -388,17 +397,41 @@ class ExprParser:
             t = self.tok
             self.pos += n
             rhs = self.parse_expr()
-            self.expect(";")
             return A.Assign(lhs.loc, lhs, A.Binary(t.loc, op, lhs, rhs))
         if self.at("="):
             self.pos += 1
             rhs = self.parse_expr()
-            self.expect(";")
             return A.Assign(lhs.loc, lhs, rhs)
-        self.expect(";")
         if not isinstance(lhs, A.Call):
             raise CompileError(lhs.loc, "syntax error: expected an assignment or a call")
         return A.CallStmt(lhs.loc, lhs)
+
+    def parse_for(self) -> A.For:
+        """`for (init, ...; cond; update, ...) stmt` (P4_16 1.2.5). The range form
+        `for (T x in a .. b)` is not supported."""
+        t = self.tok
+        self.pos += 2  # `for (`
+        init: list[A.Stmt] = []
+        while not self.at(";"):
+            if init:
+                self.expect(",")
+            if self._starts_var_decl():
+                init.append(self.parse_var_decl([], end=None))
+            else:
+                init.append(self.parse_assign_or_call())
+            if self.at("in"):
+                raise CompileError(self.tok.loc, "unsupported: 'for ... in' loops")
+        self.expect(";")
+        cond = None if self.at(";") else self.parse_expr()
+        self.expect(";")
+        updates: list[A.Stmt] = []
+        while not self.at(")"):
+            if updates:
+                self.expect(",")
+            updates.append(self.parse_assign_or_call())
+        self.expect(")")
+        body = self.parse_stmt()
+        return A.For(t.loc, init, cond, updates, body)
 
     def compound_assign_op(self) -> tuple[str, int] | None:
         """At `op=` (`+=`, `<<=`, `>>=`, `|+|=`...): the operator and its token count."""
@@ -422,7 +455,8 @@ class ExprParser:
             return nxt.kind == "id" or nxt.text in ("<", "[")
         return False
 
-    def parse_var_decl(self, annos: list[A.Annotation], const: bool = False) -> A.VarDecl:
+    def parse_var_decl(self, annos: list[A.Annotation], const: bool = False,
+                       end: str | None = ";") -> A.VarDecl:
         ty = self.parse_type()
         name = self.ident()
         init = None
@@ -430,7 +464,8 @@ class ExprParser:
             init = self.parse_expr()
         elif const:
             raise self.syntax("expected '='")
-        self.expect(";")
+        if end:
+            self.expect(end)
         return A.VarDecl(name.loc, annos, ty, name.text, init, const)
 
     def parse_switch(self) -> A.Switch:

@@ -213,6 +213,12 @@ class SideEffectOrdering:
             for c in s.cases:
                 if c.body is not None:
                     c.body.stmts = self.stmts(c.body.stmts)
+        elif isinstance(s, A.For):
+            s.init = self.stmts(s.init)
+            if s.cond is not None and _has_effects(s.cond):
+                raise unsupported(s.cond.loc, "a loop condition with calls needing statements")
+            s.updates = self.stmts(s.updates)
+            s.body = self.block(s.body)
         elif isinstance(s, A.Return) and s.value is not None:
             s.value = self.value(s.value, pre, keep_call=True)
         return [*pre, s]

@@ -78,8 +78,33 @@ class StmtChecker:
             self.check_var_decl(s)
         elif isinstance(s, A.EmptyStmt):
             pass
+        elif isinstance(s, A.For):
+            self.check_for(s)
+        elif isinstance(s, (A.Break, A.Continue)):
+            if not self.loop_depth:
+                word = "break" if isinstance(s, A.Break) else "continue"
+                raise CompileError(s.loc, f"'{word}' outside a loop")
         else:
             raise CompileError(s.loc, f"unexpected statement {type(s).__name__}")
+
+    loop_depth = 0
+
+    def check_for(self, s: A.For) -> None:
+        self.push()
+        for x in s.init:
+            self.check_stmt(x)
+        if s.cond is not None:
+            ct = self.check_expr(s.cond)
+            if ct != T.BOOL:
+                raise CompileError(s.cond.loc, f"condition must be bool, got {ct}")
+        for x in s.updates:
+            self.check_stmt(x)
+        self.loop_depth += 1
+        try:
+            self.check_stmt(s.body)
+        finally:
+            self.loop_depth -= 1
+        self.pop()
 
     def check_return(self, s: A.Return) -> None:
         fn = self.ctx[-1]

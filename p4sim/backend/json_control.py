@@ -130,6 +130,13 @@ class ControlLowering(ActionLowering):
     def is_simple(self, s: A.Stmt) -> bool:
         if isinstance(s, (A.Assign, A.VarDecl, A.EmptyStmt)):
             return True
+        if isinstance(s, A.For):  # a loop runs inside one action, so it may not apply tables
+            applied = next((c for c in _calls(s) if c.target and c.target[0] in (
+                "table_apply", "control_apply")), None)
+            if applied is not None:
+                raise unsupported(applied.loc, "applying a table or control inside a 'for'"
+                                  " loop (BMv2 loops only inside an action)")
+            return True
         if isinstance(s, A.CallStmt):
             return s.call.target[0] not in ("table_apply", "control_apply")
         return False
@@ -511,6 +518,18 @@ def entry_key(kv: A.Expr, k: A.KeyElement) -> Json:
     # an optional key's entry is a ternary one (p4c's JSON): `_` is mask 0, a value mask ~0
     return {"match_type": "ternary" if mkind in ("ternary", "optional") else mkind,
             "key": hex_padded(value & mask, w), "mask": hex_padded(mask, w)}
+
+
+def _calls(node: A.Node) -> list[A.Call]:
+    found: list[A.Call] = []
+
+    class Calls(A.NodeVisitor):
+        def visit_Call(self, c: A.Call) -> None:
+            found.append(c)
+            self.generic_visit(c)
+
+    Calls().visit(node)
+    return found
 
 
 def env_of_action(act: A.ActionDecl, env: Env, low: Any) -> Env:

@@ -258,6 +258,17 @@ CASES = [
      "control Q has no apply block"),
     ("no-actions-property", dict(locals_="table /*^*/t { key = { hdr.h.a: exact; } }",
                                  body="t.apply();"), "table t has no 'actions' property"),
+    ("signed-run-time-division", dict(body="meta.x = (bit<8>)(/*^*/(int<8>)meta.x / 2);"),
+     "'/' is not defined on signed run-time values"),
+    ("break-outside-loop", dict(locals_="action a() { /*^*/break; }", body="a();"),
+     "'break' outside a loop"),
+    ("table-in-for-loop", dict(
+        locals_="table t { key = { hdr.h.a: exact; } actions = { NoAction; } }",
+        body="for (bit<8> i = 0; i < 4; i = i + 1) { /*^*/t.apply(); }"),
+     "unsupported: applying a table or control inside a 'for' loop (BMv2 loops only inside"
+     " an action)"),
+    ("for-in-loop", dict(body="for (bit<8> i /*^*/in 1 .. 4) { meta.x = i; }"),
+     "unsupported: 'for ... in' loops"),
 ]
 
 

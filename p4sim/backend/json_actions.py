@@ -366,7 +366,7 @@ class ActionLowering(CallInlining):
         return self.add_field_list(None, c, fields)
 
     def enum_member(self, e: A.Expr) -> str:
-        v = getattr(e, "const", None)
+        v = e.const
         if not isinstance(v, tuple):
             raise CompileError(e.loc, "expected an enum constant")
         return v[1]
@@ -411,7 +411,7 @@ class ActionLowering(CallInlining):
 
 
 def is_const_true(e: A.Expr) -> bool:
-    return getattr(e, "const", None) is True
+    return e.const is True
 
 
 __all__ = ["ActionLowering", "FieldRef", "HeaderRef", "StructRef", "is_const_true"]

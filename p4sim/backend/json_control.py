@@ -147,7 +147,7 @@ class ControlLowering(ActionLowering):
             return nxt
         c = stmts[0].call if len(stmts) == 1 and isinstance(stmts[0], A.CallStmt) else None
         if c is not None and c.target[0] == "action" and all(
-                a.expr is not None and getattr(a.expr, "const", None) is not None
+                a.expr is not None and a.expr.const is not None
                 for a in c.args) and not any(p.direction for p in c.target[1].params):
             act: A.ActionDecl = c.target[1]
             aname, aid = self.action_for(act, env_of_action(act, env, self), [])
@@ -310,7 +310,7 @@ class ControlLowering(ActionLowering):
             if first is not inner and isinstance(d, (A.Instance, A.TableDecl)):
                 # the instance's externs and tables exist once, whichever application
                 inner.bind(d, first.map[id(d)])
-                for x in getattr(d, "synthetic", []):
+                for x in d.synthetic if isinstance(d, A.TableDecl) else []:
                     inner.bind(x, first.map[id(x)])
                 continue
             self.declare_local(d, inner, init)
@@ -421,7 +421,7 @@ class ControlLowering(ActionLowering):
             name = a.args[0] if a and a.args else expr_text(k.expr)
             e, mask = k.expr, None
             if isinstance(e, A.Binary) and e.op == "&" and isinstance(
-                    getattr(e.right, "const", None), int) and isinstance(e.left, A.Member):
+                    e.right.const, int) and isinstance(e.left, A.Member):
                 # `field & constant`: BMv2 applies the constant as the key's mask
                 mask = hex_padded(e.right.const, T.bit_width(e.left.type))
                 e = e.left

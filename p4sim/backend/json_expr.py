@@ -156,7 +156,7 @@ class ExprLowering:
         return self.rvalue(e, env)
 
     def rvalue(self, e: A.Expr, env: Env) -> Json:
-        c = getattr(e, "const", None)
+        c = e.const
         if c is not None and not isinstance(e.type, T.ObjT) and e.type != T.MATCH_KIND:
             return self.const_json(c, e.type)
         if isinstance(e, (A.Name, A.Index)):

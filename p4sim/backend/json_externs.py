@@ -38,7 +38,7 @@ class ExternLowering:
             return ObjRef(t.kind, name, t.decl)
         ext = t.decl.name
         args = [a.expr for a in inst.args]
-        consts = [getattr(a, "const", None) for a in args]
+        consts = [a.const if a is not None else None for a in args]
         info: dict[str, Any] = {"type": ext}
         if ext == "register":
             width = T.bit_width(t.targs.get("T", T.BitT(32)))

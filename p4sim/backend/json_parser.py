@@ -502,7 +502,7 @@ class ParserLowering:
             tgt = self.ref(args[2], env)
             if not isinstance(tgt, FieldRef):
                 raise CompileError(args[2].loc, "checksum target must be a field")
-            cond = None if getattr(args[0], "const", None) is True else self.cond(args[0], env)
+            cond = None if args[0].const is True else self.cond(args[0], env)
             n = len(out)
             out.append({"name": "cksum" if n == 0 else f"cksum_{n - 1}", "id": n,
                         "source_info": self.source_info(c), "target": tgt.json()["value"],

@@ -285,6 +285,9 @@ class Switch(Stmt):
     expr: Expr
     cases: list[SwitchCase]
 
+    def __post_init__(self) -> None:
+        self.kind = ""  # set by the checker: "action_run" (on a table's action) or "value"
+
 
 @dataclass(eq=False)
 class VarDecl(Stmt):
@@ -309,6 +312,11 @@ class EmptyStmt(Stmt):
 class Decl(Node):
     annos: list[Annotation]
     name: str
+
+    def __post_init__(self) -> None:
+        # set by the checker: the declared type, resolved (a parameter's, a header's, an
+        # instance's ObjT...); None until checked
+        self.rtype: Any = None
 
 
 @dataclass(eq=False)
@@ -372,6 +380,10 @@ class FunctionDecl(Decl):
     params: list[Param]
     body: Block | None  # None for extern functions
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.rret: Any = None  # the return type, resolved by the checker
+
 
 @dataclass(eq=False)
 class ActionDecl(Decl):
@@ -389,6 +401,11 @@ class Instance(Decl):
 class ValueSetDecl(Decl):
     elem: TypeSyntax
     size: Expr
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.relem: Any = None  # the element type and size, resolved by the checker
+        self.rsize: int = 0
 
 
 @dataclass(eq=False)
@@ -454,6 +471,16 @@ class TableProperty(Node):
 @dataclass(eq=False)
 class TableDecl(Decl):
     props: list[TableProperty]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # set by the checker from the properties
+        self.prop_map: dict[str, TableProperty] = {}
+        self.keys: list[KeyElement] = []
+        self.action_list: list[tuple[ActionDecl, Call | None, list[Annotation]]] | None = None
+        self.default: tuple[Any, Call | None, bool] = (None, None, False)  # action, call, const
+        self.entries: list[TableEntry] = []
+        self.synthetic: list[Instance] = []  # instances written inside properties
 
 
 @dataclass(eq=False)

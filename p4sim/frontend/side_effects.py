@@ -55,7 +55,7 @@ def needs_statements(c: A.Call) -> bool:
     if tgt[0] == "function":
         fn = tgt[1]
         if fn.body is None:
-            return fn.name != "verify" and getattr(fn, "rret", T.VOID) != T.VOID
+            return fn.name != "verify" and fn.rret not in (None, T.VOID)
         stmts = [s for s in fn.body.stmts if not isinstance(s, A.EmptyStmt)]
         pure = (len(stmts) == 1 and isinstance(stmts[0], A.Return)
                 and not any(p.direction in ("out", "inout") for p in fn.params))

@@ -237,7 +237,7 @@ class Checker(ExprChecker, StmtChecker):
         if d.init is not None:
             self.check_expr(d.init, d.type)
             self.coerce(d.init, d.type, "initializer")
-            d.value = getattr(d.init, "const", None)
+            d.value = d.init.const if d.init is not None else None
             if d.const and d.value is None and not isinstance(d.type, (T.StructT, T.TupleT)):
                 raise CompileError(d.init.loc, f"initializer of constant '{d.name}' is not a"
                                    " compile-time constant")
@@ -358,7 +358,7 @@ class Checker(ExprChecker, StmtChecker):
                     want = kt.underlying  # a serializable enum's mask is a plain bit<W>
                 self.check_expr(side, want)
                 self.coerce(side, want, "keyset")
-                if getattr(side, "const", None) is None:
+                if side.const is None:
                     raise CompileError(side.loc, "keyset value must be a compile-time constant")
             it.type = kt
             return
@@ -366,7 +366,7 @@ class Checker(ExprChecker, StmtChecker):
         if isinstance(it.type, T.ObjT) and it.type.kind == "value_set":
             return
         self.coerce(it, kt, "keyset")
-        if getattr(it, "const", None) is None:
+        if it.const is None:
             raise CompileError(it.loc, "keyset value must be a compile-time constant")
 
     def check_local(self, d: A.Node) -> None:
@@ -420,7 +420,7 @@ class Checker(ExprChecker, StmtChecker):
                                    f" arguments, got {len(d.args)}")
             for a, p in zip(d.args, params):
                 if a.expr is not None:
-                    want = getattr(p, "rtype", None)
+                    want = p.rtype
                     self.check_expr(a.expr, want if isinstance(want, T.BitT) else None)
                     if isinstance(want, T.BitT):
                         self.coerce(a.expr, want, "constructor argument")

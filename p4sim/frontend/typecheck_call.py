@@ -78,7 +78,7 @@ class CallChecker:
     def static_assert(self, e: A.Call) -> None:
         cond = e.args[0].expr
         assert cond is not None
-        value = getattr(cond, "const", None)
+        value = cond.const
         if not isinstance(value, bool):
             raise CompileError(cond.loc, "static_assert needs a compile-time constant condition")
         if not value:
@@ -104,7 +104,7 @@ class CallChecker:
             raise CompileError(e.loc, f"{name} expects 1 argument, got {len(e.args)}")
         arg = e.args[0].expr
         self.check_expr(arg)
-        n = getattr(arg, "const", None)
+        n = arg.const if arg is not None else None
         if not isinstance(n, int) or n < 0:
             raise CompileError(arg.loc, f"{name} needs a non-negative constant count")
         self.check_lvalue(base, f"{name}()")

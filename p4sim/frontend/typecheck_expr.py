@@ -36,7 +36,7 @@ def wrap(v: int, t: T.Type) -> int:
 class ExprChecker(CallChecker):
     def const_int(self, e: A.Expr, what: str) -> int:
         self.check_expr(e)
-        v = getattr(e, "const", None)
+        v = e.const
         if not isinstance(v, int) or isinstance(v, bool):
             raise CompileError(e.loc, f"{what} must be a compile-time integer constant")
         return v
@@ -48,7 +48,7 @@ class ExprChecker(CallChecker):
         if have == want or isinstance(want, T.TypeVar) or want == T.DONTCARE:
             return
         if isinstance(have, T.IntT) and isinstance(want, T.BitT):
-            v = getattr(e, "const", None)
+            v = e.const
             if v is None:
                 raise CompileError(e.loc, f"type mismatch: expected {want}, got int")
             if not T.fits(v, want):
@@ -241,7 +241,7 @@ class ExprChecker(CallChecker):
         it = self.check_expr(e.index)
         if not isinstance(it, (T.BitT, T.IntT)):
             raise CompileError(e.index.loc, f"stack index must be an integer, not {it}")
-        v = getattr(e.index, "const", None)
+        v = e.index.const
         if v is not None and not (0 <= v < bt.size):
             raise CompileError(e.index.loc, f"index {v} is out of range for {bt}")
         return bt.elem
@@ -253,7 +253,7 @@ class ExprChecker(CallChecker):
         if hi < 0 or lo < 0:
             raise CompileError(e.loc, "slice indexes must not be negative")
         if isinstance(bt, T.IntT):
-            v = getattr(e.expr, "const", None)
+            v = e.expr.const
             if v is not None:
                 e.const = (v >> lo) & ((1 << (hi - lo + 1)) - 1)
             return T.BitT(hi - lo + 1)
@@ -261,14 +261,14 @@ class ExprChecker(CallChecker):
             raise CompileError(e.loc, f"cannot slice a value of type {bt}")
         if hi < lo or lo < 0 or hi >= bt.width:
             raise CompileError(e.loc, f"slice [{hi}:{lo}] is out of range for {bt}")
-        v = getattr(e.expr, "const", None)
+        v = e.expr.const
         if v is not None:
             e.const = (v >> lo) & ((1 << (hi - lo + 1)) - 1)
         return T.BitT(hi - lo + 1)
 
     def x_Unary(self, e: A.Unary, expected: Any) -> T.Type:
         t = self.check_expr(e.expr, expected)
-        v = getattr(e.expr, "const", None)
+        v = e.expr.const
         if e.op == "!":
             if t != T.BOOL:
                 raise CompileError(e.loc, f"'!' needs a bool operand, got {t}")
@@ -293,7 +293,7 @@ class ExprChecker(CallChecker):
             raise CompileError(e.loc, f"'{op}' may only be used in a keyset")
         ta = self.check_expr(e.left)
         tb = self.check_expr(e.right)
-        va, vb = getattr(e.left, "const", None), getattr(e.right, "const", None)
+        va, vb = e.left.const, e.right.const
         if op in ("&&", "||"):
             for side, st in ((e.left, ta), (e.right, tb)):
                 if st != T.BOOL:
@@ -371,7 +371,7 @@ class ExprChecker(CallChecker):
             if isinstance(expected, T.BitT):
                 self.coerce(e.then, expected)
                 self.coerce(e.other, expected)
-            elif getattr(e.cond, "const", None) is None:
+            elif e.cond.const is None:
                 raise CompileError(e.loc, "the branches of '?:' cannot both be int unless the"
                                    " condition is constant")
         t = self.unify_int(e.then, e.other, "?:", e.then.loc) if (
@@ -379,9 +379,9 @@ class ExprChecker(CallChecker):
         if t != e.other.type:
             raise CompileError(e.loc, f"branches of '?:' have different types:"
                                f" {e.then.type} and {e.other.type}")
-        cv = getattr(e.cond, "const", None)
+        cv = e.cond.const
         if cv is not None:
-            v = getattr(e.then if cv else e.other, "const", None)
+            v = (e.then if cv else e.other).const
             if v is not None:
                 e.const = v
         return t
@@ -389,7 +389,7 @@ class ExprChecker(CallChecker):
     def x_Cast(self, e: A.Cast, expected: Any) -> T.Type:
         to = self.resolve_type(e.to)
         have = self.check_expr(e.expr, to)
-        v = getattr(e.expr, "const", None)
+        v = e.expr.const
         ok = False
         if have == to:
             ok = True

@@ -16,7 +16,7 @@ def _is_key_path(e: A.Expr) -> bool:
     """Keys p4c names by their text: field paths, slices of them, and isValid() calls."""
     if isinstance(e, A.Slice):
         e = e.expr
-    if isinstance(e, A.Binary) and e.op == "&" and getattr(e.right, "const", None) is not None:
+    if isinstance(e, A.Binary) and e.op == "&" and e.right.const is not None:
         e = e.left  # a field under a constant mask
     if isinstance(e, A.Call):
         return bool(e.target) and e.target[:2] == ("builtin", "isValid")
@@ -154,7 +154,7 @@ class StmtChecker:
                 else:
                     self.check_expr(lab, t)
                     self.coerce(lab, t, "switch label")
-                    key = getattr(lab, "const", None)
+                    key = lab.const
                     if key is None:
                         raise CompileError(lab.loc, "switch label must be a compile-time"
                                            " constant")
@@ -264,7 +264,7 @@ class StmtChecker:
         name_e.decl = d
         if not isinstance(d, A.ActionDecl):
             raise CompileError(name_e.loc, f"'{name_e.name}' is not an action")
-        if full and hasattr(t, "action_list") and not any(a is d for a, _, _ in t.action_list):
+        if full and t.action_list is not None and not any(a is d for a, _, _ in t.action_list):
             raise CompileError(name_e.loc, f"action {d.name} is not in the actions list of"
                                f" table {t.name}")
         directional = [p for p in d.params if p.direction]
@@ -280,7 +280,7 @@ class StmtChecker:
         self.check_plain_args(e.loc, d.name, params, e.args)
         if full:
             for a, p in zip(e.args, d.params):
-                if not p.direction and (a.expr is None or getattr(a.expr, "const", None) is None):
+                if not p.direction and (a.expr is None or a.expr.const is None):
                     raise CompileError(a.loc, f"action argument '{p.name}' must be a"
                                        " compile-time constant")
         e.target = ("action", d)

@@ -42,7 +42,7 @@ def phases(path: str) -> tuple[dict[str, float], int, int]:
     _, builder = build_json(checker, prog, pp.sources, path)
     t["bmv2 json"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    build_p4info(builder)
+    build_p4info(builder.control_plane_model())
     t["p4info"] = time.perf_counter() - t0
     own = len(pp.sources[path])
     total = sum(len(v) for v in pp.sources.values())

@@ -104,7 +104,7 @@ def compile_program(opts: Options) -> tuple[dict, object, object]:
         prog = parse(tokenize(pp))
         checker = typecheck(prog)
         doc, builder = build_json(checker, prog, pp.sources, opts.source)
-        info = build_p4info(builder)
+        info = build_p4info(builder.control_plane_model())
     except CompileError as e:
         e.sources = pp.sources  # type: ignore[attr-defined]
         raise

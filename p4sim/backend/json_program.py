@@ -11,6 +11,7 @@ from p4sim.backend.json_control import ControlLowering
 from p4sim.backend.json_expr import Env
 from p4sim.backend.json_externs import ExternLowering
 from p4sim.backend.json_parser import ParserLowering
+from p4sim.backend.model import ActionModel, ControlPlaneModel, InstanceModel, TableModel
 from p4sim.backend.naming import qualify
 from p4sim.backend.refs import (
     DataRef,
@@ -429,6 +430,29 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
             "program": self.program_name,
             "__meta__": {"version": [2, 23], "compiler": "p4sim"},
         }
+
+    def control_plane_model(self) -> ControlPlaneModel:
+        """The entities P4Info describes, once `build` has run."""
+        jtables = {t["name"]: t for p in self.pipelines_done for t in p["tables"]}
+        tables = [TableModel(n, t, jtables[n], self.table_pipeline[n])
+                  for n, t, _ in self.table_info
+                  if n not in self.hidden_tables and not A.anno(t.annos, "hidden")]
+        actions: dict[str, ActionModel] = {}
+        for a in self.actions_json:  # a specialised action has several JSON actions: the first
+            name = a["name"]
+            decl = self.action_decls.get(name)
+            if name in actions or name in self.hidden_actions or decl is None or A.anno(
+                    decl.annos, "hidden"):
+                continue
+            actions[name] = ActionModel(name, decl, self.action_params.get(name, []),
+                                        self.action_pipeline[name])
+        return ControlPlaneModel(
+            main_annos=self.checker.main.annos, source_files=list(self.sources),
+            tables=tables, actions=list(actions.values()),
+            instances=[InstanceModel(n, i, info) for n, i, info in self.instances],
+            controller_headers=[d for d in self.prog.decls if isinstance(d, A.HeaderDecl)
+                                and A.anno(d.annos, "controller_header")],
+            digests=dict(self.digests), value_sets=list(self.value_sets))
 
     def collect_field_lists(self, mtype: T.StructT, meta: Ref) -> list[tuple[Json, set[int]]]:
         out: list[tuple[Json, set[int]]] = []

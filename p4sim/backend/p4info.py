@@ -1,7 +1,6 @@
-"""P4Info for the compiled program, built with the p4runtime protobuf classes and p4c's
-naming and ID scheme: id = resource-type prefix << 24 | (jenkins one-at-a-time hash of the
-fully-qualified name & 0xffffff), collisions resolved by probing upwards in sorted-name order,
-`@id` honored; alias = shortest unique dotted suffix."""
+"""P4Info for the compiled program, built with the p4runtime protobuf classes from the back
+end's `ControlPlaneModel`, with p4c's order (by pipeline, then by place in the source), ids
+and aliases (`p4info_ids`)."""
 
 from __future__ import annotations
 
@@ -9,156 +8,90 @@ from typing import Any
 
 from p4.config.v1 import p4info_pb2 as P
 
+from p4sim.backend.model import ControlPlaneModel, InstanceModel, TableModel
+from p4sim.backend.p4info_ids import IdAllocator, aliases
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
-from p4sim.frontend.errors import CompileError
-
-PREFIX = {"action": P.P4Ids.ACTION, "table": P.P4Ids.TABLE, "value_set": P.P4Ids.VALUE_SET,
-          "controller_header": P.P4Ids.CONTROLLER_HEADER,
-          "action_profile": P.P4Ids.ACTION_PROFILE, "counter": P.P4Ids.COUNTER,
-          "direct_counter": P.P4Ids.DIRECT_COUNTER, "meter": P.P4Ids.METER,
-          "direct_meter": P.P4Ids.DIRECT_METER, "register": P.P4Ids.REGISTER,
-          "digest": P.P4Ids.DIGEST}
 
 MATCH = {"exact": P.MatchField.EXACT, "lpm": P.MatchField.LPM, "ternary": P.MatchField.TERNARY,
          "range": P.MatchField.RANGE, "optional": P.MatchField.OPTIONAL}
-
 
 # Annotations the compiler consumes itself instead of passing them on in preambles.
 _NOT_IN_P4INFO = frozenset({"name", "id", "hidden", "brief", "defaultonly", "tableonly",
                             "field_list", "alias", "max_group_size", "selector_size_semantics",
                             "max_member_weight"})
 
-
-def jenkins_hash(name: str) -> int:
-    h = 0
-    for b in name.encode():
-        h = (h + b) & 0xFFFFFFFF
-        h = (h + (h << 10)) & 0xFFFFFFFF
-        h ^= h >> 6
-    h = (h + (h << 3)) & 0xFFFFFFFF
-    h ^= h >> 11
-    h = (h + (h << 15)) & 0xFFFFFFFF
-    return h
+_COUNTABLE = ("register", "counter", "meter", "direct_counter", "direct_meter")
+_UNITS = {"packets": 2, "bytes": 1, "packets_and_bytes": 3}
 
 
-class IdAllocator:
-    def __init__(self) -> None:
-        self.wanted: list[tuple[str, str, int | None]] = []
-        self.ids: dict[tuple[str, str], int] = {}
-        self.hash_names: dict[tuple[str, str], str] = {}
+class P4InfoWriter:
+    """Fills one P4Info message from the model, entity kind by entity kind."""
 
-    def add(self, kind: str, name: str, annos: list[A.Annotation] | None = None,
-            hash_name: str | None = None) -> None:
-        if hash_name is not None:  # p4c hashes a controller header's type name, not its name
-            self.hash_names[(kind, name)] = hash_name
-        fixed = None
-        a = A.anno(annos or [], "id")
-        if a and a.args and isinstance(a.args[0], int):
-            fixed = a.args[0]
-            if fixed < (1 << 24):
-                fixed |= PREFIX[kind] << 24
-        self.wanted.append((kind, name, fixed))
+    def __init__(self, model: ControlPlaneModel) -> None:
+        self.m = model
+        self.info = P.P4Info()
+        self.tables = sorted(model.tables, key=lambda t: model.place(t.decl, t.pipeline))
+        self.actions = sorted(model.actions, key=lambda a: model.place(a.decl, a.pipeline))
+        self.profiles = sorted((i for i in model.instances
+                                if i.info["type"] in ("action_profile", "action_selector")),
+                               key=lambda i: model.place(i.decl, 0)[1:])
+        self.ids = IdAllocator()
+        self.alias: dict[str, str] = {}
 
-    def assign(self) -> None:
-        taken: set[int] = set()
-        for kind, name, fixed in self.wanted:
-            if fixed is not None:
-                if fixed in taken:
-                    raise CompileError(None, f"@id {fixed:#x} of {name} is already in use")
-                taken.add(fixed)
-                self.ids[(kind, name)] = fixed
-        for kind, name, _ in sorted(w for w in self.wanted if w[2] is None):
-            if (kind, name) in self.ids:
-                continue
-            v = jenkins_hash(self.hash_names.get((kind, name), name))
-            while True:
-                cand = (PREFIX[kind] << 24) | (v & 0xFFFFFF)
-                if cand not in taken:
-                    break
-                v = (v + 1) & 0xFFFFFFFF
-            taken.add(cand)
-            self.ids[(kind, name)] = cand
+    def build(self) -> P.P4Info:
+        info = self.info
+        info.pkg_info.arch = "v1model"
+        info.type_info.SetInParent()
+        _pkg_info(info, self.m.main_annos)
+        self.allocate_ids()
+        for t in self.tables:
+            self.add_table(t)
+        for a in self.actions:
+            self.add_action(a)
+        for p in self.profiles:
+            self.add_profile(p)
+        for inst in self.m.instances:
+            self.add_resource(inst)
+        for d in self.m.controller_headers:
+            self.add_controller_header(d)
+        for name, vs in self.m.value_sets:
+            self.add_value_set(name, vs)
+        for name, st in self.m.digests.items():
+            self.add_digest(name, st)
+        return info
 
-    def __call__(self, kind: str, name: str) -> int:
-        return self.ids[(kind, name)]
+    def allocate_ids(self) -> None:
+        ids = self.ids
+        for t in self.tables:
+            ids.add("table", t.name, t.decl.annos)
+        for a in self.actions:
+            ids.add("action", a.name, a.decl.annos)
+        for p in self.profiles:
+            ids.add("action_profile", p.name, p.decl.annos)
+        for inst in self.m.instances:
+            if self.in_p4info(inst):
+                ids.add(inst.info["type"], inst.name, inst.decl.annos)
+        for d in self.m.controller_headers:
+            ids.add("controller_header", _controller_name(d), d.annos, hash_name=d.name)
+        for name in self.m.digests:
+            ids.add("digest", name)
+        for name, vs in self.m.value_sets:
+            ids.add("value_set", name, vs.annos)
+        ids.assign()
+        self.alias = aliases([name for _, name, _ in ids.wanted])
 
+    @staticmethod
+    def in_p4info(inst: InstanceModel) -> bool:
+        kind = inst.info["type"]
+        return kind in _COUNTABLE and (kind not in ("direct_counter", "direct_meter")
+                                       or bool(inst.info.get("binding")))
 
-def aliases(names: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    parts = {n: n.split(".") for n in names}
-    for n, p in parts.items():
-        for k in range(1, len(p) + 1):
-            suffix = ".".join(p[-k:])
-            clash = any(m != n and (m == suffix or m.endswith("." + suffix)) for m in names)
-            if not clash:
-                out[n] = suffix
-                break
-        else:
-            out[n] = n
-    return out
-
-
-def _annos_of(decl: Any) -> list[A.Annotation]:
-    return list(getattr(decl, "annos", []) or [])
-
-
-def build_p4info(b: Any) -> P.P4Info:
-    info = P.P4Info()
-    info.pkg_info.arch = "v1model"
-    info.type_info.SetInParent()
-    _pkg_info(info, b.checker.main.annos)
-    ids = IdAllocator()
-    # p4c's order: by pipeline (ingress, then egress), then by place in the source.
-
-    files = {f: i for i, f in enumerate(b.sources)}
-
-    def place(decl: Any, pipe: int) -> tuple[int, int, int, int]:
-        loc = decl.loc
-        return (pipe, files.get(loc.file, len(files)), loc.line, loc.col)
-
-    tables = sorted(((n, t, env) for n, t, env in b.table_info
-                     if n not in b.hidden_tables and not A.anno(t.annos, "hidden")),
-                    key=lambda x: place(x[1], b.table_pipeline[x[0]]))
-    unique = {a["name"]: a for a in reversed(b.actions_json)}  # one per name, the first
-    actions = sorted((a for a in unique.values() if a["name"] not in b.hidden_actions
-                      and not A.anno(_annos_of(b.action_decls.get(a["name"])), "hidden")),
-                     key=lambda a: place(b.action_decls[a["name"]],
-                                         b.action_pipeline[a["name"]]))
-    inst = {name: (i, info_) for name, i, info_ in b.instances}
-    profiles = sorted(((n, inst[n]) for n, _, inf in b.instances
-                       if inf["type"] in ("action_profile", "action_selector")),
-                      key=lambda x: (files.get(x[1][0].loc.file, 0), x[1][0].loc.line,
-                                     x[1][0].loc.col))
-    ctrl_headers = [d for d in b.prog.decls if isinstance(d, A.HeaderDecl)
-                    and A.anno(d.annos, "controller_header")]
-    for n, t, _ in tables:
-        ids.add("table", n, _annos_of(t))
-    for a in actions:
-        ids.add("action", a["name"], _annos_of(b.action_decls.get(a["name"])))
-    for n, (i, _) in profiles:
-        ids.add("action_profile", n, i.annos)
-    kinds = {"register": "register", "counter": "counter", "meter": "meter",
-             "direct_counter": "direct_counter", "direct_meter": "direct_meter"}
-    for name, i, inf in b.instances:
-        if inf["type"] in kinds and (inf["type"] not in ("direct_counter", "direct_meter")
-                                     or inf.get("binding")):
-            ids.add(kinds[inf["type"]], name, i.annos)
-    for d in ctrl_headers:
-        ids.add("controller_header", str(A.anno(d.annos, "controller_header").args[0]),
-                d.annos, hash_name=d.name)
-    for name in b.digests:
-        ids.add("digest", name)
-    for name, vs in b.value_sets:
-        ids.add("value_set", name, vs.annos)
-    ids.assign()
-    alias = aliases([name for _, name, _ in ids.wanted])
-
-    def preamble(msg: Any, kind: str, name: str, annos: list[A.Annotation] | None = None
-                 ) -> None:
-        msg.preamble.id = ids(kind, name)
+    def preamble(self, msg: Any, kind: str, name: str,
+                 annos: list[A.Annotation] | None = None) -> None:
+        msg.preamble.id = self.ids(kind, name)
         msg.preamble.name = name
-        msg.preamble.alias = alias.get(name, name)
+        msg.preamble.alias = self.alias.get(name, name)
         for a in annos or []:
             if a.name == "brief" and a.args:
                 msg.preamble.brief = str(a.args[0])
@@ -166,11 +99,31 @@ def build_p4info(b: Any) -> P.P4Info:
                 msg.preamble.annotations.append(f"@{a.name}({a.body})" if a.body
                                                 else f"@{a.name}")
 
-    action_ids = {a["name"]: ids("action", a["name"]) for a in actions}
-    for n, t, _env in tables:
-        tj = next(x for x in _all_tables(b) if x["name"] == n)
-        m = info.tables.add()
-        preamble(m, "table", n, t.annos)
+    # ---- tables ---------------------------------------------------------------------------------
+    def add_table(self, tm: TableModel) -> None:
+        t, tj = tm.decl, tm.json
+        m = self.info.tables.add()
+        self.preamble(m, "table", tm.name, t.annos)
+        self.add_match_fields(m, t)
+        for aname in tj["actions"]:
+            if aname in self.m.action_named:
+                self.add_action_ref(m, t, aname)
+        self.add_default_action(m, tm)
+        if "action_profile" in tj:
+            m.implementation_id = self.ids("action_profile", tj["action_profile"])
+        for res, kind in (("counters", "direct_counter"), ("meters", "direct_meter")):
+            if res in t.prop_map:
+                rname = self.m.direct_resource(tm.name, kind)
+                if rname:
+                    m.direct_resource_ids.append(self.ids(kind, rname))
+        m.size = tj["max_size"]
+        if tj.get("support_timeout"):
+            m.idle_timeout_behavior = P.Table.NOTIFY_CONTROL
+        if t.entries:
+            m.is_const_table = t.prop_map["entries"].const
+            m.has_initial_entries = True
+
+    def add_match_fields(self, m: Any, t: A.TableDecl) -> None:
         fid = 1
         for k in t.keys:
             if k.match_kind == "selector":
@@ -184,53 +137,46 @@ def build_p4info(b: Any) -> P.P4Info:
             mf.match_type = MATCH[k.match_kind]
             nt = _key_newtype(k.expr)
             if nt is not None:
-                mf.bitwidth = _new_type(info, nt, mf.bitwidth)
+                mf.bitwidth = _new_type(self.info, nt, mf.bitwidth)
                 mf.type_name.name = nt.name
-        for aname in tj["actions"]:
-            if aname not in action_ids:
-                continue
-            ref = m.action_refs.add()
-            ref.id = action_ids[aname]
-            decl = b.action_decls.get(aname)
-            entry = next((x for x in t.action_list if x[0] is decl), None)
-            annos = entry[2] if entry else []
-            if A.anno(annos, "defaultonly"):
-                ref.scope = P.ActionRef.DEFAULT_ONLY
-                ref.annotations.append("@defaultonly")
-            elif A.anno(annos, "tableonly"):
-                ref.scope = P.ActionRef.TABLE_ONLY
-                ref.annotations.append("@tableonly")
-        dact, dcall, dconst = t.default
-        dname = next((nm for nm in tj["actions"] if b.action_decls.get(nm) is dact), None)
-        if dname in action_ids:
-            if dconst:
-                m.const_default_action_id = action_ids[dname]
-            m.initial_default_action.action_id = action_ids[dname]
-            if dcall is not None:
-                data = [(p, a) for p, a in zip(dact.params, dcall.args) if not p.direction]
-                for i, (p, a) in enumerate(data, 1):
-                    arg = m.initial_default_action.arguments.add()
-                    arg.param_id = i
-                    width = T.bit_width(p.rtype)
-                    arg.value = (_const_int(a.expr) & ((1 << width) - 1)).to_bytes(
-                        (width + 7) // 8, "big")
-        if "action_profile" in tj:
-            m.implementation_id = ids("action_profile", tj["action_profile"])
-        for res, kind in (("counters", "direct_counter"), ("meters", "direct_meter")):
-            if res in t.prop_map:
-                rname = _bound(b, n, kind)
-                if rname:
-                    m.direct_resource_ids.append(ids(kind, rname))
-        m.size = tj["max_size"]
-        if tj.get("support_timeout"):
-            m.idle_timeout_behavior = P.Table.NOTIFY_CONTROL
-        if t.entries:
-            m.is_const_table = t.prop_map["entries"].const
-            m.has_initial_entries = True
-    for a in actions:
-        m = info.actions.add()
-        preamble(m, "action", a["name"], _annos_of(b.action_decls.get(a["name"])))
-        for i, (pname, width, p) in enumerate(b.action_params.get(a["name"], []), 1):
+
+    def add_action_ref(self, m: Any, t: A.TableDecl, aname: str) -> None:
+        ref = m.action_refs.add()
+        ref.id = self.ids("action", aname)
+        decl = self.m.action_named[aname].decl
+        entry = next((x for x in t.action_list or [] if x[0] is decl), None)
+        annos = entry[2] if entry else []
+        if A.anno(annos, "defaultonly"):
+            ref.scope = P.ActionRef.DEFAULT_ONLY
+            ref.annotations.append("@defaultonly")
+        elif A.anno(annos, "tableonly"):
+            ref.scope = P.ActionRef.TABLE_ONLY
+            ref.annotations.append("@tableonly")
+
+    def add_default_action(self, m: Any, tm: TableModel) -> None:
+        dact, dcall, dconst = tm.decl.default
+        dname = next((nm for nm in tm.json["actions"] if nm in self.m.action_named
+                      and self.m.action_named[nm].decl is dact), None)
+        if dname is None:
+            return
+        aid = self.ids("action", dname)
+        if dconst:
+            m.const_default_action_id = aid
+        m.initial_default_action.action_id = aid
+        if dcall is not None:
+            data = [(p, a) for p, a in zip(dact.params, dcall.args) if not p.direction]
+            for i, (p, a) in enumerate(data, 1):
+                arg = m.initial_default_action.arguments.add()
+                arg.param_id = i
+                width = T.bit_width(p.rtype)
+                arg.value = (_const_int(a.expr) & ((1 << width) - 1)).to_bytes(
+                    (width + 7) // 8, "big")
+
+    # ---- actions and profiles -------------------------------------------------------------------
+    def add_action(self, am: Any) -> None:
+        m = self.info.actions.add()
+        self.preamble(m, "action", am.name, am.decl.annos)
+        for i, (pname, width, p) in enumerate(am.params, 1):
             prm = m.params.add()
             pa = A.anno(p.annos, "id")
             prm.id = pa.args[0] if pa and pa.args else i
@@ -238,61 +184,56 @@ def build_p4info(b: Any) -> P.P4Info:
             prm.bitwidth = width
             nt = _param_newtype(p)
             if nt is not None:
-                prm.bitwidth = _new_type(info, nt, width)
+                prm.bitwidth = _new_type(self.info, nt, width)
                 prm.type_name.name = nt.name
-    for n, (i, inf) in profiles:
-        m = info.action_profiles.add()
-        preamble(m, "action_profile", n, i.annos)
-        users = {id(t) for t in inf.get("tables", [])}
-        for tn, t, _ in tables:  # already in p4c's order
-            if id(t) in users:
-                m.table_ids.append(ids("table", tn))
-        m.with_selector = inf["type"] == "action_selector"
-        m.size = inf["size"]
-        mg = A.anno(i.annos, "max_group_size")
-        if m.with_selector:
-            if mg and mg.args:
-                m.max_group_size = int(mg.args[0])
-            sem = A.anno(i.annos, "selector_size_semantics")
-            if sem and sem.args and sem.args[0] == "sum_of_members":
-                m.sum_of_members.SetInParent()
-                mw = A.anno(i.annos, "max_member_weight")
-                if mw and mw.args:
-                    m.sum_of_members.max_member_weight = int(mw.args[0])
-            elif mg or sem:  # p4c states the default semantics only next to a size annotation
-                m.sum_of_weights.SetInParent()
-    units = {"packets": 2, "bytes": 1, "packets_and_bytes": 3}
-    for name, i, inf in b.instances:
-        kind = inf["type"]
+
+    def add_profile(self, p: InstanceModel) -> None:
+        m = self.info.action_profiles.add()
+        annos = p.decl.annos
+        self.preamble(m, "action_profile", p.name, annos)
+        users = {id(t) for t in p.info.get("tables", [])}
+        for t in self.tables:  # already in p4c's order
+            if id(t.decl) in users:
+                m.table_ids.append(self.ids("table", t.name))
+        m.with_selector = p.info["type"] == "action_selector"
+        m.size = p.info["size"]
+        mg = A.anno(annos, "max_group_size")
+        if not m.with_selector:
+            return
+        if mg and mg.args:
+            m.max_group_size = int(mg.args[0])
+        sem = A.anno(annos, "selector_size_semantics")
+        if sem and sem.args and sem.args[0] == "sum_of_members":
+            m.sum_of_members.SetInParent()
+            mw = A.anno(annos, "max_member_weight")
+            if mw and mw.args:
+                m.sum_of_members.max_member_weight = int(mw.args[0])
+        elif mg or sem:  # p4c states the default semantics only next to a size annotation
+            m.sum_of_weights.SetInParent()
+
+    # ---- stateful resources, packet metadata, value sets, digests -------------------------------
+    def add_resource(self, inst: InstanceModel) -> None:
+        if not self.in_p4info(inst):
+            return
+        kind, inf, name, annos = inst.info["type"], inst.info, inst.name, inst.decl.annos
+        m = getattr(self.info, kind + "s").add()
+        self.preamble(m, kind, name, annos)
         if kind == "register":
-            m = info.registers.add()
-            preamble(m, "register", name, i.annos)
             m.type_spec.bitstring.bit.bitwidth = inf["bitwidth"]
             m.size = inf["size"]
-        elif kind == "counter":
-            m = info.counters.add()
-            preamble(m, "counter", name, i.annos)
-            m.spec.unit = units[inf["unit"]]
-            m.size = inf["size"]
-        elif kind == "meter":
-            m = info.meters.add()
-            preamble(m, "meter", name, i.annos)
+        elif kind in ("counter", "direct_counter"):
+            m.spec.unit = _UNITS[inf["unit"]]
+        else:
             m.spec.unit = 1 if inf["unit"] == "bytes" else 2
+        if kind in ("counter", "meter"):
             m.size = inf["size"]
-        elif kind == "direct_counter" and inf.get("binding"):
-            m = info.direct_counters.add()
-            preamble(m, "direct_counter", name, i.annos)
-            m.spec.unit = units[inf["unit"]]
-            m.direct_table_id = ids("table", inf["binding"])
-        elif kind == "direct_meter" and inf.get("binding"):
-            m = info.direct_meters.add()
-            preamble(m, "direct_meter", name, i.annos)
-            m.spec.unit = 1 if inf["unit"] == "bytes" else 2
-            m.direct_table_id = ids("table", inf["binding"])
-    for d in ctrl_headers:
-        cname = str(A.anno(d.annos, "controller_header").args[0])
-        m = info.controller_packet_metadata.add()
-        preamble(m, "controller_header", cname, d.annos)
+        elif kind in ("direct_counter", "direct_meter"):
+            m.direct_table_id = self.ids("table", inf["binding"])
+
+    def add_controller_header(self, d: A.HeaderDecl) -> None:
+        cname = _controller_name(d)
+        m = self.info.controller_packet_metadata.add()
+        self.preamble(m, "controller_header", cname, d.annos)
         for i, fd in enumerate(d.fields, 1):
             md = m.metadata.add()
             md.id = i
@@ -300,11 +241,12 @@ def build_p4info(b: Any) -> P.P4Info:
             md.bitwidth = T.bit_width(d.rtype.fields[fd.name])
             nt = d.rtype.newtypes.get(fd.name)
             if nt is not None:
-                md.bitwidth = _new_type(info, nt, md.bitwidth)
+                md.bitwidth = _new_type(self.info, nt, md.bitwidth)
                 md.type_name.name = nt.name
-    for name, vs in b.value_sets:
-        m = info.value_sets.add()
-        preamble(m, "value_set", name, vs.annos)
+
+    def add_value_set(self, name: str, vs: A.ValueSetDecl) -> None:
+        m = self.info.value_sets.add()
+        self.preamble(m, "value_set", name, vs.annos)
         elem = vs.relem
         members = list(elem.fields.items()) if isinstance(elem, T.StructT) else [("", elem)]
         for i, (fname, ft) in enumerate(members, 1):
@@ -314,16 +256,26 @@ def build_p4info(b: Any) -> P.P4Info:
             mf.bitwidth = T.bit_width(ft)
             mf.match_type = P.MatchField.EXACT
         m.size = vs.rsize
-    for name, st in b.digests.items():
-        m = info.digests.add()
-        preamble(m, "digest", name)
+
+    def add_digest(self, name: str, st: T.StructT) -> None:
+        m = self.info.digests.add()
+        self.preamble(m, "digest", name)
         m.type_spec.struct.name = name
-        s = info.type_info.structs[name]
+        s = self.info.type_info.structs[name]
         for fname, ft in st.fields.items():
             mem = s.members.add()
             mem.name = fname
             mem.type_spec.bitstring.bit.bitwidth = T.bit_width(ft)
-    return info
+
+
+def build_p4info(model: ControlPlaneModel) -> P.P4Info:
+    return P4InfoWriter(model).build()
+
+
+def _controller_name(d: A.HeaderDecl) -> str:
+    a = A.anno(d.annos, "controller_header")
+    assert a is not None
+    return str(a.args[0])
 
 
 def _key_newtype(e: A.Expr) -> Any:
@@ -382,17 +334,6 @@ def _const_int(e: Any) -> int:
         t = e.type
         return t.values[v[1]] if isinstance(t, T.EnumT) else 0
     return int(v)
-
-
-def _all_tables(b: Any) -> list[dict[str, Any]]:
-    return [t for p in b.pipelines_done for t in p["tables"]]
-
-
-def _bound(b: Any, table: str, kind: str) -> str | None:
-    for name, _, inf in b.instances:
-        if inf["type"] == kind and inf.get("binding") == table:
-            return name
-    return None
 
 
 def _key_name(k: A.KeyElement) -> str:

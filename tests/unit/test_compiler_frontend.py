@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from p4sim.backend.p4info import aliases, jenkins_hash
+from p4sim.backend.p4info_ids import aliases, jenkins_hash
 from p4sim.compile import main as compile_main
 from p4sim.frontend.errors import CompileError
 from p4sim.frontend.lexer import parse_int, tokenize

@@ -330,6 +330,40 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
 
     # ---- the program ------------------------------------------------------------------------------
     def build(self) -> Json:
+        roles = self.v1switch_roles()
+        parser = roles["parser"]
+        assert isinstance(parser, A.ParserDecl)
+        self.layout_v1model_blocks(parser)
+        for d in self.prog.decls:
+            if isinstance(d, A.Instance) and d is not self.checker.main:
+                self.globals_env.bind(d, self.register_instance(d, ""))
+        parser_json = self.lower_parser(parser, self.block_env(parser))
+        pipelines = []
+        for pid, role in enumerate(("ingress", "egress")):
+            decl = roles[role]
+            assert isinstance(decl, A.ControlDecl)
+            self.pipeline = {"name": role, "id": pid, "source_info": self.source_info(decl),
+                             "init_table": None, "tables": [], "action_profiles": [],
+                             "conditionals": []}
+            self.pipeline["init_table"] = self.lower_control(decl, self.block_env(decl))
+            pipelines.append(self.pipeline)
+        self.pipelines_done = pipelines
+        checksums: list[Json] = []
+        for role, verify in (("verify_checksum", True), ("compute_checksum", False)):
+            decl = roles[role]
+            assert isinstance(decl, A.ControlDecl)
+            self.pipeline = {"id": 2, "tables": [], "conditionals": [], "action_profiles": []}
+            self.lower_checksums(decl, self.block_env(decl), verify, checksums)
+        dep = roles["deparser"]
+        assert isinstance(dep, A.ControlDecl)
+        deparser_json = self.lower_deparser(dep, self.block_env(dep))
+        pad = -sum(f[1] for f in self.scalars) % 8
+        if pad:
+            self.scalars.append(["_padding_0", pad, False])
+        return self.document(parser_json, pipelines, checksums, deparser_json)
+
+    def v1switch_roles(self) -> dict[str, A.Node]:
+        """The six blocks of `V1Switch(...) main`, by role."""
         main = self.checker.main
         assert main is not None
         pkg = main.rtype.decl
@@ -343,6 +377,10 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
                 or len(parser.params) != 4
                 or not all(isinstance(roles[r], A.ControlDecl) for r in V1SWITCH_ROLES[1:])):
             raise unsupported(main.loc, "a V1Switch package that is not v1model's")
+        return roles
+
+    def layout_v1model_blocks(self, parser: A.ParserDecl) -> None:
+        """Storage shared by all blocks: scalars, standard metadata, headers, user metadata."""
         htype = parser.params[1].rtype
         mtype = parser.params[2].rtype
         self.header_types.append({"name": "scalars_0", "id": 0, "fields": self.scalars})
@@ -360,51 +398,32 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
         hdrs = self.layout(htype, "", None)
         meta = self.layout(mtype, "", "userMetadata.")
         self.field_list_members = self.collect_field_lists(mtype, meta)
-        for d in self.prog.decls:
-            if isinstance(d, A.Instance) and d is not main:
-                self.globals_env.bind(d, self.register_instance(d, ""))
+        self.htype, self.mtype, self.smt = htype, mtype, smt
+        self.block_storage = (hdrs, std, meta)
 
-        def env_for(decl: Any) -> Env:
-            env = Env(self.globals_env, prefix=qualify(decl, ""))
-            for p in decl.params:
-                t = p.rtype
-                if isinstance(t, T.ObjT):
-                    env.bind(p, ObjRef(t.decl.name, p.name, t.decl))
-                elif t is htype or (isinstance(t, T.StructT) and t.name == htype.name):
-                    env.bind(p, hdrs)
-                elif isinstance(t, T.StructT) and t.name == smt.name:
-                    env.bind(p, std)
-                elif isinstance(t, T.StructT) and t.name == mtype.name:
-                    env.bind(p, meta)
-                else:
-                    raise unsupported(p.loc, f"parameter of type {t} in a v1model block")
-            return env
+    def block_env(self, decl: Any) -> Env:
+        """A v1model block's parameters bound to the shared storage."""
+        hdrs, std, meta = self.block_storage
+        htype, mtype, smt = self.htype, self.mtype, self.smt
+        env = Env(self.globals_env, prefix=qualify(decl, ""))
+        for p in decl.params:
+            t = p.rtype
+            if isinstance(t, T.ObjT):
+                env.bind(p, ObjRef(t.decl.name, p.name, t.decl))
+            elif t is htype or (isinstance(t, T.StructT) and t.name == htype.name):
+                env.bind(p, hdrs)
+            elif isinstance(t, T.StructT) and t.name == smt.name:
+                env.bind(p, std)
+            elif isinstance(t, T.StructT) and t.name == mtype.name:
+                env.bind(p, meta)
+            else:
+                raise unsupported(p.loc, f"parameter of type {t} in a v1model block")
+        return env
 
-        parser_json = self.lower_parser(parser, env_for(parser))
-        pipelines = []
-        for pid, role in enumerate(("ingress", "egress")):
-            decl = roles[role]
-            assert isinstance(decl, A.ControlDecl)
-            self.pipeline = {"name": role, "id": pid, "source_info": self.source_info(decl),
-                             "init_table": None, "tables": [], "action_profiles": [],
-                             "conditionals": []}
-            self.pipeline["init_table"] = self.lower_control(decl, env_for(decl))
-            pipelines.append(self.pipeline)
-        self.pipelines_done = pipelines
-        checksums: list[Json] = []
-        for role, verify in (("verify_checksum", True), ("compute_checksum", False)):
-            decl = roles[role]
-            assert isinstance(decl, A.ControlDecl)
-            self.pipeline = {"id": 2, "tables": [], "conditionals": [], "action_profiles": []}
-            self.lower_checksums(decl, env_for(decl), verify, checksums)
-        dep = roles["deparser"]
-        assert isinstance(dep, A.ControlDecl)
-        deparser_json = self.lower_deparser(dep, env_for(dep))
-        pad = -sum(f[1] for f in self.scalars) % 8
-        if pad:
-            self.scalars.append(["_padding_0", pad, False])
+    def document(self, parser_json: Json, pipelines: list[Json], checksums: list[Json],
+                 deparser_json: Json) -> Json:
         aliases = []
-        for fname, fd in zip(smt.fields, smt.decl.fields):
+        for fname, fd in zip(self.smt.fields, self.smt.decl.fields):
             a = A.anno(fd.annos, "alias")
             if a and a.args:
                 aliases.append([a.args[0], ["standard_metadata", fname]])
@@ -413,8 +432,6 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
             if isinstance(d, A.EnumDecl) and d.rtype.underlying is None:
                 enums.append({"name": d.name, "entries": [[m, i] for i, m in
                                                           enumerate(d.rtype.members)]})
-        self.roles = roles
-        self.htype, self.mtype = htype, mtype
         return {
             "header_types": self.header_types, "headers": self.headers,
             "header_stacks": self.header_stacks,

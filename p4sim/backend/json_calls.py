@@ -61,15 +61,11 @@ _WRITING_BUILTINS = ("setValid", "setInvalid", "push_front", "pop_front")
 
 
 class ParamUse(A.NodeVisitor):
-    """Which parameters a body reads or writes at all (`read`), and which it may write
-    (`written`: assigned, passed as out/inout, or changed by a header or stack method)."""
+    """The storage a body may write (`written`, by declaration id): assigned, passed as
+    out/inout, or changed by a header or stack method."""
 
     def __init__(self) -> None:
-        self.read: set[int] = set()
         self.written: set[int] = set()
-
-    def visit_Name(self, n: A.Name) -> None:
-        self.read.add(id(n.decl))
 
     def visit_Assign(self, s: A.Assign) -> None:
         self.written.add(id(_root(s.lhs)))

@@ -15,7 +15,6 @@ declarations, so the back end lowers them like any other statements.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from p4sim.frontend import ast as A
@@ -71,17 +70,22 @@ def needs_statements_in(s: A.Stmt) -> bool:
     return False
 
 
+_LEAVES = (A.Name, A.IntLit, A.BoolLit, A.StrLit, A.DefaultExpr, A.TypeExpr)
+
+
 def _has_effects(e: A.Expr | None) -> bool:
-    if e is None:
-        return False
-    if is_lookahead_unit(e):
-        return True
+    if e is None or e.const is not None or isinstance(e, _LEAVES):
+        return False  # the common case first: this pass runs over every expression
+    if isinstance(e, A.Member):
+        if is_table_outcome(e) or is_lookahead(e.expr):
+            return True
+        return _has_effects(e.expr)
     if isinstance(e, A.Call):
-        if needs_statements(e):
+        if needs_statements(e) or is_lookahead(e):
             return True
         return any(_has_effects(a.expr) for a in e.args)
-    if isinstance(e, A.Member):
-        return is_table_outcome(e) or _has_effects(e.expr)
+    if isinstance(e, A.Slice) and is_lookahead(e.expr):
+        return True
     return any(_has_effects(c) for c in _subexprs(e))
 
 
@@ -110,7 +114,6 @@ def _storable(t: Any) -> bool:
 
 class SideEffectOrdering:
     def __init__(self) -> None:
-        self.ids = itertools.count()
         self.in_parser = False
 
     # ---- typed node builders ------------------------------------------------------------------
@@ -165,8 +168,8 @@ class SideEffectOrdering:
         tr = st.transition
         if tr is None or tr.select is None:
             return
-        pre: Pre = []
-        tr.select = [self.value(e, pre, keep_call=True) for e in tr.select]
+        pre: Pre = []  # runs after the state's statements, before the select
+        tr.select = [self.value(e, pre, keep_call=is_lookahead_unit(e)) for e in tr.select]
         st.stmts.extend(pre)
 
     # ---- statements -----------------------------------------------------------------------------

@@ -70,21 +70,25 @@ def needs_statements_in(s: A.Stmt) -> bool:
     return False
 
 
-_LEAVES = (A.Name, A.IntLit, A.BoolLit, A.StrLit, A.DefaultExpr, A.TypeExpr)
+_LEAVES = frozenset({A.Name, A.IntLit, A.BoolLit, A.StrLit, A.DefaultExpr, A.TypeExpr})
 
 
 def _has_effects(e: A.Expr | None) -> bool:
-    if e is None or e.const is not None or isinstance(e, _LEAVES):
-        return False  # the common case first: this pass runs over every expression
-    if isinstance(e, A.Member):
-        if is_table_outcome(e) or is_lookahead(e.expr):
+    if e is None or e.const is not None:
+        return False
+    kind = type(e)
+    if kind in _LEAVES:  # the common cases first: this pass sees every expression
+        return False
+    if kind is A.Member:
+        inner = e.expr  # type: ignore[attr-defined]
+        if type(inner) is A.Call:
+            return is_table_outcome(e) or is_lookahead(inner) or _has_effects(inner)
+        return _has_effects(inner)
+    if kind is A.Call:
+        if needs_statements(e) or is_lookahead(e):  # type: ignore[arg-type]
             return True
-        return _has_effects(e.expr)
-    if isinstance(e, A.Call):
-        if needs_statements(e) or is_lookahead(e):
-            return True
-        return any(_has_effects(a.expr) for a in e.args)
-    if isinstance(e, A.Slice) and is_lookahead(e.expr):
+        return any(_has_effects(a.expr) for a in e.args)  # type: ignore[attr-defined]
+    if kind is A.Slice and is_lookahead(e.expr):  # type: ignore[attr-defined]
         return True
     return any(_has_effects(c) for c in _subexprs(e))
 

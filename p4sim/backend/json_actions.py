@@ -104,6 +104,7 @@ class ActionLowering(CallInlining):
         elif isinstance(s, A.Exit):
             self.copy_out_before_exit(out)
             out.append(prim("exit", [], s, self.source_info))
+            out.append(dict(prim("_jump", [hexstr(0)]), to_end=True))  # see end_exits
         elif isinstance(s, A.EmptyStmt):
             pass
         elif isinstance(s, A.Return):

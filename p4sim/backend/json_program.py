@@ -25,6 +25,7 @@ from p4sim.backend.refs import (
     UnionRef,
     UnionStackRef,
     d2b,
+    hexstr,
 )
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
@@ -258,6 +259,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
     # ---- actions ----------------------------------------------------------------------------------
     def add_action_json(self, name: str, runtime: list[Json], prims: list[Json], node: Any
                         ) -> int:
+        end_exits(prims)
         aid = len(self.actions_json)
         self.actions_json.append({"name": name, "id": aid, "runtime_data": runtime,
                                   "primitives": prims})
@@ -319,6 +321,7 @@ class ProgramBuilder(ExternLowering, ControlLowering, ParserLowering):
             inner.bind(p, r)
         prims: list[Json] = []
         self.body_to_prims(act.body.stmts, inner, prims)
+        end_exits(prims)
         aid = len(self.actions_json)
         self.actions_json.append({"name": name, "id": aid, "runtime_data": runtime,
                                   "primitives": prims})
@@ -499,6 +502,24 @@ def _flat_fields(fields: dict[str, T.Type], prefix: str = "") -> list[tuple[str,
         else:
             out.append((prefix + name, t))
     return out
+
+
+def end_exits(prims: list[Json]) -> None:
+    """BMv2's `exit` primitive only marks the packet: the action's later primitives still run.
+    Each `exit` is followed by a jump to the action's end (dropped when nothing follows)."""
+    n = len(prims)
+
+    def jumps_to_end(p: Json) -> bool:
+        at = {"_jump": 0, "_jump_if_zero": 1}.get(p["op"])
+        return at is not None and not p.get("to_end") and int(
+            p["parameters"][at]["value"], 16) == n
+
+    if n >= 2 and prims[-1].get("to_end") and prims[-2]["op"] == "exit" and not any(
+            jumps_to_end(p) for p in prims):
+        prims.pop()
+    for p in prims:
+        if p.pop("to_end", False):
+            p["parameters"][0] = hexstr(len(prims))
 
 
 def build_json(checker: Checker, prog: A.Program, sources: dict[str, list[str]],

@@ -25,9 +25,17 @@ def hex_padded(value: int, width: int) -> str:
     return "0x" + format(value, "0" + str(nbytes * 2) + "x")
 
 
+def _operand(j: Json | None) -> Json | None:
+    # BMv2 reads an action parameter inside an expression as "local" ("runtime_data" only as
+    # a primitive's own parameter): p4c's form, which real BMv2 requires
+    if j is not None and j.get("type") == "runtime_data":
+        return {"type": "local", "value": j["value"]}
+    return j
+
+
 def expr(op: str, left: Json | None, right: Json, **extra: Json) -> Json:
-    v: Json = {"op": op, "left": left, "right": right}
-    v.update(extra)
+    v: Json = {"op": op, "left": _operand(left), "right": _operand(right)}
+    v.update({k: _operand(x) for k, x in extra.items()})
     return {"type": "expression", "value": v}
 
 

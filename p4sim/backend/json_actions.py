@@ -322,11 +322,12 @@ class ActionLowering(CallInlining):
             ctype = self.enum_member(self.arg(c, 0))
             op = ("clone_ingress_pkt_to_egress" if ctype == "I2E"
                   else "clone_egress_pkt_to_egress")
-            fl = 0
             if n == "clone_preserving_field_list":
                 fl = self.add_field_list(self.arg(c, 2), c)
             elif n == "clone3":
                 fl = self.add_field_list_from(self.flatten(self.arg(c, 2), env), c)
+            else:  # p4c gives a plain clone an empty list of its own
+                fl = self.add_field_list_from([], c)
             out.append(prim(op, [self.data(self.arg(c, 1), env), hexstr(fl)], c, si))
         elif n in ("resubmit_preserving_field_list", "recirculate_preserving_field_list",
                    "resubmit", "recirculate"):

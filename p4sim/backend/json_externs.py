@@ -132,17 +132,18 @@ class ExternLowering:
 
     def add_field_list(self, index_expr: Any, node: Any, fields: list[Json] | None = None
                        ) -> int:
-        if fields is None:
+        """A field list for clone/resubmit/recirculate. Ids start at 1 as p4c's: BMv2 reads
+        id 0 as "not requested", so a resubmit with list 0 would not happen."""
+        if fields is None and index_expr is not None:
             idx = self.const_int_of(index_expr)
             fields = [f for f, i in self.field_list_members if idx in i]
             name = f"field_list{idx}"
             for fl in self.field_lists:
                 if fl["name"] == name:
                     return fl["id"]
-            fid = idx
         else:
-            fid = len(self.field_lists) + 1
-            name = f"fl_{fid}"
+            name = f"fl_{len(self.field_lists) + 1}"
+        fid = len(self.field_lists) + 1
         self.field_lists.append({"id": fid, "name": name, "source_info": self.source_info(node),
-                                 "elements": fields})
+                                 "elements": fields or []})
         return fid

@@ -6,10 +6,10 @@ from __future__ import annotations
 from p4sim.frontend import ast as A
 from p4sim.frontend.errors import CompileError
 from p4sim.frontend.lexer import Token
-from p4sim.frontend.parse_expr import ExprParser
+from p4sim.frontend.parse_stmt import StmtParser
 
 
-class Parser(ExprParser):
+class Parser(StmtParser):
     def __init__(self, toks: list[Token]) -> None:
         self.toks = toks
         self.pos = 0

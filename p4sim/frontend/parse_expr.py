@@ -336,6 +336,19 @@ class ExprParser:
         return e
 
     # ---- statements ---------------------------------------------------------------------------
+    def compound_assign_op(self) -> tuple[str, int] | None:
+        """At `op=` (`+=`, `<<=`, `>>=`, `|+|=`...): the operator and its token count."""
+        t = self.tok
+        if t.kind != "op" or not t.adjacent:
+            return None
+        if t.text in ("+", "-", "*", "/", "%", "&", "|", "^", "<<", "|+|", "|-|", "++") and (
+                self.peek().text == "="):
+            return t.text, 2
+        if t.text == ">" and self.peek().text == ">" and self.peek().adjacent and (
+                self.peek(2).text == "="):
+            return ">>", 3
+        return None
+
     def parse_annotations(self) -> list[A.Annotation]:
         annos: list[A.Annotation] = []
         while self.at("@"):

@@ -105,19 +105,6 @@ class StmtParser(ExprParser):
         body = self.parse_stmt()
         return A.For(t.loc, init, cond, updates, body)
 
-    def compound_assign_op(self) -> tuple[str, int] | None:
-        """At `op=` (`+=`, `<<=`, `>>=`, `|+|=`...): the operator and its token count."""
-        t = self.tok
-        if t.kind != "op" or not t.adjacent:
-            return None
-        if t.text in ("+", "-", "*", "/", "%", "&", "|", "^", "<<", "|+|", "|-|", "++") and (
-                self.peek().text == "="):
-            return t.text, 2
-        if t.text == ">" and self.peek().text == ">" and self.peek().adjacent and (
-                self.peek(2).text == "="):
-            return ">>", 3
-        return None
-
     def _starts_var_decl(self) -> bool:
         t = self.tok
         if t.kind == "kw" and t.text in _TYPE_KWS:

@@ -20,10 +20,10 @@ from p4sim.backend.refs import (
     StackRef,
     StructRef,
     UnionRef,
-    as_param,
     b2d,
     expr,
     hexstr,
+    prim,
 )
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
@@ -32,13 +32,6 @@ from p4sim.frontend.errors import CompileError, unsupported
 HASH_ALGOS = {"crc32": "crc32", "crc32_custom": "crc32_custom", "crc16": "crc16",
               "crc16_custom": "crc16_custom", "random": "random", "identity": "identity",
               "csum16": "csum16", "xor16": "xor16"}
-
-
-def prim(op: str, params: list[Json], node: Any = None, si: Any = None) -> Json:
-    p: Json = {"op": op, "parameters": [as_param(x) for x in params]}
-    if si is not None and node is not None:
-        p["source_info"] = si(node)
-    return p
 
 
 class ActionLowering(CallInlining):

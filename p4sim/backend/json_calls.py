@@ -23,6 +23,7 @@ from p4sim.backend.refs import (
     StackRef,
     StructRef,
     UnionRef,
+    prim,
 )
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
@@ -33,6 +34,10 @@ def _root(e: A.Expr) -> Any:
     while isinstance(e, (A.Member, A.Index, A.Slice)):
         e = e.expr
     return e.decl if isinstance(e, A.Name) else None
+
+
+def _is_scalar(t: Any) -> bool:
+    return isinstance(t, (T.BitT, T.EnumT, T.NewT)) or t in (T.BOOL, T.ERROR)
 
 
 def writes_only_own_storage(decl: A.ActionDecl | A.FunctionDecl) -> bool:
@@ -126,7 +131,7 @@ class CallInlining(ExprLowering):
                 continue
             if a.expr is None:
                 raise unsupported(a.loc, "'_' for an argument that is read")
-            if a.expr.const is not None or (lazy_in and self.is_plain_value(a.expr, t)):
+            if a.expr.const is not None or (lazy_in and _is_scalar(t)):
                 inner.bind(p, self.in_value(a.expr, t, env))
                 continue
             tmp = self.layout(t, p.name, "")
@@ -148,8 +153,6 @@ class CallInlining(ExprLowering):
 
     def copy_out(self, copy_back: list[tuple[Any, Ref]], c: A.Call, env: Env,
                  out: list[Json]) -> None:
-        from p4sim.backend.json_actions import prim
-
         for dst, tmp in copy_back:
             if isinstance(dst, A.Slice):  # `f(x[3:0])`: the slice's bits of x
                 target, value = self.slice_store(dst, tmp.json(), env)
@@ -175,9 +178,6 @@ class CallInlining(ExprLowering):
         for copy_back, c, env in reversed(self.copy_out_frames):
             self.copy_out(copy_back, c, env, out)
 
-    def is_plain_value(self, e: A.Expr, t: Any) -> bool:
-        return isinstance(t, (T.BitT, T.EnumT, T.NewT)) or t in (T.BOOL, T.ERROR)
-
     def in_value(self, e: A.Expr, t: Any, env: Env) -> Ref:
         if isinstance(t, (T.StructT, T.StackT)):
             return self.ref(e, env)
@@ -186,8 +186,6 @@ class CallInlining(ExprLowering):
     def invalidate(self, r: Ref, out: list[Json], node: Any) -> None:
         """An `out` header parameter starts invalid (P4_16 6.8: out parameters are
         uninitialized, and an uninitialized header is invalid)."""
-        from p4sim.backend.json_actions import prim
-
         if isinstance(r, (HeaderRef, DynElemRef)):
             out.append(prim("remove_header", [r.json()], node, self.source_info))
         elif isinstance(r, StructRef):

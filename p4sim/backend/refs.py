@@ -51,6 +51,14 @@ def mask_to(j: Json, width: int) -> Json:
     return expr("&", j, hexstr((1 << width) - 1, width))
 
 
+def prim(op: str, params: list[Json], node: Any = None, si: Any = None) -> Json:
+    """A BMv2 primitive call; `si(node)` gives its source_info."""
+    p: Json = {"op": op, "parameters": [as_param(x) for x in params]}
+    if si is not None and node is not None:
+        p["source_info"] = si(node)
+    return p
+
+
 def as_param(j: Json) -> Json:
     """Primitive arguments wrap expressions once more (a type/value object inside)."""
     if j.get("type") == "expression":

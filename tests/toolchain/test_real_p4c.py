@@ -8,7 +8,6 @@ order, which P4Runtime does not care about). Time budget: ~1 s per program (~25 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,8 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
+
+from netlab.targets import p4c_env
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = sorted(p for p in [*REPO.glob("p4src/*.p4"), *REPO.glob("tests/**/*.p4")]
@@ -28,15 +29,6 @@ HARMLESS = ("[--Wwarn=unused]",
             # fabric.p4's `const default_action = NoAction()` on an action-selector table: BMv2
             # ignores it, and a miss without a default runs no action, which is what NoAction does.
             "does not support default_action for MyIngress.spray.group_select")
-
-
-def _p4c_env() -> dict[str, str]:
-    env = dict(os.environ)
-    home = env.get("P4LANG_HOME")
-    inc = Path(home, "share", "p4c", "p4include") if home else None
-    if inc is not None and inc.is_dir():
-        env.setdefault("P4C_16_INCLUDE_PATH", str(inc))
-    return env
 
 
 def _normalized(path: Path) -> dict[str, list[str]]:
@@ -55,7 +47,7 @@ def _normalized(path: Path) -> dict[str, list[str]]:
 def test_real_p4c_compiles_with_the_same_p4info(program: Path, tmp_path: Path) -> None:
     argv = ["p4c-bm2-ss", "--arch", "v1model", "--std", "p4-16", str(program),
             "-o", str(tmp_path / "p4c.json"), "--p4runtime-files", str(tmp_path / "p4c.txtpb")]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=_p4c_env(), cwd=REPO,
+    proc = subprocess.run(argv, capture_output=True, text=True, env=p4c_env(), cwd=REPO,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     if program.parent.name == "p4src":  # the project's program; test programs may be odd

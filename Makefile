@@ -30,9 +30,8 @@ test:  ## everything CI runs: unit, PTF (each module a test), Mininet e2e, STF c
 test-unit:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit
 
-test-ptf:  ## real PTF output: one switch, every PTF module (forwarder smoke test first)
-	$(BIN)/python -m netlab.ptf_runner --dut forwarder test_harness_forwarder
-	$(BIN)/python -m netlab.ptf_runner $(TARGET_FLAG) --ports 4 '^test_harness_forwarder'
+test-ptf:  ## real PTF output: every PTF module, each on a fresh switch of the chosen TARGET
+	$(BIN)/python -m netlab.ptf_runner --all $(TARGET_FLAG)
 
 test-e2e:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
@@ -63,6 +62,11 @@ conformance-expected:  ## regenerate tests/conformance/expected-*.json (known fa
 	  --write-expected tests/conformance/expected-embedded.json | tail -2
 	$(BIN)/p4sim conformance $(CORPUS) -q --target mixed-p4sim-on-bmv2 \
 	  --write-expected tests/conformance/expected-mixed-p4sim-on-bmv2.json | tail -2
+
+test-toolchain:  ## needs the real p4lang toolchain on PATH: real p4c, PTF and corpus on BMv2
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/toolchain \
+	  tests/conformance/test_corpus.py::test_corpus_p4sim_json_on_real_bmv2
+	CELLFABRIC_TARGET=bmv2 $(BIN)/pytest $(PYTEST_FLAGS) tests/ptfsuite
 
 lint:
 	$(BIN)/ruff check .

@@ -29,9 +29,15 @@ class SwitchAdmin:
         if self.target == "bmv2":
             proc = subprocess.run(["simple_switch_CLI", "--thrift-port", str(self.thrift_port)],
                                   input="\n".join(lines) + "\n", capture_output=True, text=True)
+            out = (proc.stderr or proc.stdout).strip()
+            if proc.returncode != 0 and ("Could not connect" in proc.stdout + proc.stderr
+                                         or "Traceback" in proc.stderr):
+                last = out.splitlines()[-1] if out else "no output"
+                raise AdminError(f"{self.name}: cannot reach BMv2's Thrift server on port "
+                                 f"{self.thrift_port} (built without Thrift, or not running): "
+                                 f"{last}")
             if proc.returncode != 0 or "Error" in proc.stdout:
-                raise AdminError(f"{self.name}: simple_switch_CLI: "
-                                 f"{(proc.stderr or proc.stdout).strip()[-300:]}")
+                raise AdminError(f"{self.name}: simple_switch_CLI: {out[-300:]}")
             return
         from p4sim.switch.ctl import send
 

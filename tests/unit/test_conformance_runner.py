@@ -1,6 +1,6 @@
 """The STF conformance runner (`p4sim conformance`) on a small program written for it.
 
-The expectations in tests/unit/stf/forward.stf are derived by hand from the P4 program and the
+The expectations in tests/unit/stf/*.stf are derived by hand from the P4 program and the
 STF rules of p4c's BMv2 driver (priorities, lpm digits, multicast node handles, runt frames);
 the real-BMv2 case runs when the p4lang toolchain is on PATH and the machine allows TUN ports.
 """
@@ -50,10 +50,13 @@ def test_stf_syntax_error_names_file_and_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_runner_passes_the_hand_checked_program(target: str) -> None:
-    res = run_test(PROG, STF_DIR / "forward.stf", target)
+@pytest.mark.parametrize(("name", "frames"), [("forward", 6), ("varbit", 5)])
+def test_runner_passes_the_hand_checked_programs(name: str, frames: int, target: str) -> None:
+    """forward: priorities, lpm digits, multicast, runts; varbit: BMv2's extract errors in
+    order (ParserInvalidArgument for lengths not whole bytes, PacketTooShort, HeaderTooShort)."""
+    res = run_test(STF_DIR / f"{name}.p4", STF_DIR / f"{name}.stf", target)
     assert (res.status, res.details) == ("pass", [])
-    assert res.frames_sent == 6
+    assert res.frames_sent == frames
 
 
 @pytest.mark.parametrize("target", TARGETS[:2])

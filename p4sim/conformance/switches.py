@@ -70,6 +70,9 @@ class EmbeddedSwitch:
     def outputs(self) -> dict[int, list[bytes]]:
         return self._out
 
+    def died(self) -> str | None:
+        return None  # in this process: a crash would be this process's exception
+
     def close(self) -> None:
         self.server.stop()
 
@@ -185,6 +188,15 @@ class Bmv2Switch:
     def outputs(self) -> dict[int, list[bytes]]:
         with self._lock:
             return {p: list(v) for p, v in self._out.items()}
+
+    def died(self) -> str | None:
+        """Why the switch process is gone, if it is (BMv2 does not validate its JSON: some
+        inputs crash it)."""
+        rc = self.proc.poll() if self.proc is not None else None
+        if rc is None:
+            return None
+        how = f"signal {-rc}" if rc < 0 else f"exit status {rc}"
+        return f"simple_switch_grpc died ({how})"
 
     def stderr_tail(self) -> str:
         try:

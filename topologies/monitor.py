@@ -1,6 +1,6 @@
 """Samples the fabric while a run goes: per-port transmit counters (over P4Runtime, either
-target) for link utilization, and per-port queue depth and traffic-manager statistics from
-p4sim's admin channel (embedded target only)."""
+target) for link utilization, and per-port queue depth from the admin channel (p4sim's traffic
+manager; on BMv2, fabric.p4's port_qdepth register read with simple_switch_CLI)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class FabricMonitor:
             if stats is None:
                 continue
             for port, st in stats.get("ports", {}).items():
-                if "queue_depth" in st:
+                if "queue_depth" in st and int(port) in self.ports.get(name, ()):
                     self.depth[(name, int(port))].append((now, int(st["queue_depth"])))
 
     # -- derived --------------------------------------------------------------------------------

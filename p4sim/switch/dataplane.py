@@ -59,7 +59,8 @@ from p4sim.switch.tm import DEFAULT_DEPTH, TrafficManager
 from p4sim.switch.v1model import V1Model
 
 MIN_FRAME = 14  # shorter than an Ethernet header: truncated
-MAX_FRAME = 9216 + 18  # jumbo frame plus Ethernet header and FCS room: anything longer is dropped
+# No upper limit: BMv2 processes whatever its ports read (pcap's default snap length, 256 KiB;
+# the port layer reads as much), so frames beyond a jumbo's 9234 bytes go through the pipeline.
 
 TransmitFn = Callable[[int, bytes], None]
 Clock = Callable[[], int]
@@ -118,14 +119,14 @@ class DataPlane:
         with self.lock:
             st = self._pstats(port)
             st.rx_packets += 1
-            if not MIN_FRAME <= len(frame) <= MAX_FRAME:
+            if len(frame) < MIN_FRAME:
                 st.rx_dropped_malformed += 1
                 return
             flow = self.flow
             if flow is None:
                 self.no_program_drops += 1
                 return
-            flow.fast_receive(port, frame)
+            flow.receive(port, frame)
             if self.tm.backlog or flow.pending:
                 flow.service()
 
@@ -133,17 +134,21 @@ class DataPlane:
         """``receive()`` for several frames from one port under one lock acquisition."""
         with self.lock:
             st = self._pstats(port)
+            st.rx_packets += len(frames)
             flow, tm = self.flow, self.tm
+            if flow is None:
+                short = sum(1 for frame in frames if len(frame) < MIN_FRAME)
+                st.rx_dropped_malformed += short
+                self.no_program_drops += len(frames) - short
+                return
+            receive = flow.receive
             for frame in frames:
-                st.rx_packets += 1
-                if not MIN_FRAME <= len(frame) <= MAX_FRAME:
+                if len(frame) < MIN_FRAME:
                     st.rx_dropped_malformed += 1
-                elif flow is None:
-                    self.no_program_drops += 1
-                else:
-                    flow.fast_receive(port, frame)
-                    if tm.backlog or flow.pending:
-                        flow.service()
+                    continue
+                receive(port, frame)
+                if tm.backlog or flow.pending:
+                    flow.service()
 
     def service(self) -> int:
         """Run egress for every queued packet due now; returns how many were processed."""
@@ -471,6 +476,14 @@ class DataPlane:
             if self.link_up.get(port, True) != up:
                 self.link_up[port] = up
                 self._port_changed()
+
+    def add_rx_dropped(self, port: int, frames: int) -> None:
+        """Frames the port layer read but could not hand over whole (longer than its snap
+        length, as BMv2's pcap ports drop them): received and dropped as malformed."""
+        with self.lock:
+            st = self._pstats(port)
+            st.rx_packets += frames
+            st.rx_dropped_malformed += frames
 
     def add_socket_drops(self, port: int, dropped: int) -> None:
         """Frames the kernel dropped on ``port``'s socket (the port layer reports them)."""

@@ -283,7 +283,7 @@ def _action_node(adef: ActionDef, br: _Branch) -> Any:
 
 
 def _table_node(t: MatchTable) -> Any:
-    key_fn, lookup, profile = t.key_fn, t.lookup, t.profile
+    key_fn, lookup, profile = t.key_fn, t.lookup_fn(), t.profile
     clock = t.clock
 
     def miss(P: Any, F: list[int]) -> Any:

@@ -118,6 +118,24 @@ class MatchTable:
 
     # -- lookup (hot path) -------------------------------------------------------------------
 
+    def lookup_fn(self) -> Any:
+        """``lookup`` specialised for this table's mode (fixed at construction): the exact
+        index's own ``dict.get``, or a function that skips the mode tests."""
+        if self.mode == "exact":
+            return self.exact.get  # the dict is cleared in place, never replaced
+        if self.mode == "lpm" and len(self.keys) == 1:
+            table = self
+
+            def lpm_one_field(key: tuple) -> Entry | None:
+                k = key[0]
+                for mask, d in table.lpm_probe:  # single-field tables index by the bare value
+                    entry = d.get(k & mask)
+                    if entry is not None:
+                        return entry
+                return None
+            return lpm_one_field
+        return self.lookup
+
     def lookup(self, key: tuple) -> Entry | None:
         if self.mode == "exact":
             return self.exact.get(key)

@@ -40,7 +40,7 @@ class Link:
 
 
 class Queue:
-    __slots__ = ("depth", "items", "link", "next_num", "pps")
+    __slots__ = ("bypass", "depth", "items", "link", "next_num", "pps")
 
     def __init__(self, depth: int, pps: int, link: Link | None) -> None:
         self.items: deque[Any] = deque()
@@ -48,6 +48,13 @@ class Queue:
         self.pps = pps  # 0 = unlimited
         self.next_num = 0  # next departure allowed from next_num / pps ns on
         self.link = link
+        self.bypass = False
+        self.update()
+
+    def update(self) -> None:
+        """After a setting changed: ``bypass`` caches what ``may_pass`` answers for this queue
+        whenever it is empty (True: nothing limits it), so the hot path skips the call."""
+        self.bypass = not self.pps and self.depth > 0 and self.link is None
 
 
 class TrafficManager:
@@ -110,6 +117,7 @@ class TrafficManager:
             else:
                 q.next_num = 0
             q.pps = pps
+            q.update()
 
     def set_depth(self, packets: int, port: int | None = None) -> None:
         """simple_switch_CLI set_queue_depth: packets per queue."""
@@ -122,6 +130,7 @@ class TrafficManager:
             targets = [q for (p, _), q in self.queues.items() if p == port]
         for q in targets:
             q.depth = packets
+            q.update()
 
     def set_link(self, bps: int, buffer_bytes: int = 0, port: int | None = None) -> None:
         """Bit-rate mode for ``port`` (or every port, present and future): a serializer of
@@ -144,6 +153,7 @@ class TrafficManager:
             for (qp, _), q in self.queues.items():
                 if qp == p:
                     q.link = link
+                    q.update()
         if bps <= 0 and port is None:
             self.links.clear()
 
@@ -152,7 +162,8 @@ class TrafficManager:
     def may_pass(self, port: int, prio: int, now: int) -> bool:
         """True when a packet for (port, prio) would leave at once: an empty queue without a
         packet-rate limit on an idle port. The caller then sends it straight through egress
-        (``start_link`` claims the serializer) instead of a queue round trip."""
+        (``start_link`` claims the serializer) instead of a queue round trip. (An empty queue
+        with ``bypass`` set always may.)"""
         q = self.queues.get((port, prio)) or self.queue(port, prio)
         if q.items or q.pps or q.depth <= 0:
             return False

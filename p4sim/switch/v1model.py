@@ -83,6 +83,11 @@ class V1Model:
         if trace is not None:
             trace.wrap_stages(self)
 
+    def stages_unfused(self) -> dict[str, Any]:
+        """The stage functions one by one (no inlining), for tests that hold the fused path
+        to them."""
+        return stages.build(self._bindings(), fuse=False)
+
     def _bindings(self) -> dict[str, Any]:
         """The names ``p4sim.switch.stages`` runs with (stages.BOUND), for this program."""
         cp, tm = self.cp, self.tm

@@ -77,13 +77,17 @@ def _no_wake() -> None:
 class DataPlane:
     def __init__(self, device_id: int = 0, cpu_port: int | None = None, priorities: int = 1,
                  log: Any = None, *, transmit: TransmitFn | None = None,
-                 wake: Callable[[], None] | None = None, clock: Clock | None = None) -> None:
+                 wake: Callable[[], None] | None = None, clock: Clock | None = None,
+                 trace: Any = None) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.lock = threading.RLock()
         self.log = log
         self.clock: Clock = clock or time.monotonic_ns
         self.t0 = self.clock()  # v1model timestamps count microseconds from here
+        self.trace = trace  # p4sim.switch.trace.Tracer (None: no packet trace, no cost)
+        if trace is not None:
+            trace.clock, trace.t0 = self.clock, self.t0
         self.tm = TrafficManager(priorities, DEFAULT_DEPTH)
         self.flow: V1Model | None = None
         self.cp: CompiledProgram | None = None
@@ -193,9 +197,9 @@ class DataPlane:
     def load_pipeline(self, bmv2_json: bytes) -> None:
         try:
             program = load_program(bmv2_json)
-            cp = CompiledProgram(program, self.port_up, self.log, self.clock)
+            cp = CompiledProgram(program, self.port_up, self.log, self.clock, self.trace)
             flow = V1Model(cp, self.tm, self._output, self._digest_out, self.clock, self.t0,
-                           self.log)
+                           self.log, self.trace)
         except ProgramError as e:
             raise ApiError(Code.INVALID_ARGUMENT, f"bad BMv2 JSON: {e}") from None
         except RecursionError:

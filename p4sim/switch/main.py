@@ -2,7 +2,13 @@
 
     p4sim switch [--device-id N] -i 0@veth0 -i 1@veth2 ... [--cpu-port N] [--no-p4 | PROG.json]
                  [--grpc-server-addr 127.0.0.1:9559] [--pcap DIR] [--log-console]
+                 [--log-file PATH] [-L|--log-level LEVEL] [--log-flush]
                  [--priority-queues N] [--thrift-port N] [-- TARGET OPTIONS]
+
+``--log-console`` (standard output) and ``--log-file`` turn on simple_switch's per-packet event
+log (p4sim.switch.trace): parser states, tables hit or missed with the entry, actions and their
+arguments, queues, egress ports; ``--log-level`` (trace, debug, info, warn, error, off; default
+trace) filters it. Without either, the packet path is built without any trace hook.
 
 Target options after ``--`` (``--grpc-server-addr``, ``--cpu-port``, ``--priority-queues``) are
 accepted as simple_switch_grpc takes them. Options of BMv2 that do not apply are ignored with a
@@ -22,9 +28,9 @@ from p4sim.switch.admin import DEFAULT_PORT, AdminServer
 from p4sim.switch.api import ApiError
 
 DEFAULT_GRPC = "0.0.0.0:9559"
-IGNORED_WITH_VALUE = ("-L", "--log-level", "--log-file", "--notifications-addr", "--debugger-addr",
-                      "--restore-state", "--max-port-count", "--dp-grpc-server-addr",
-                      "--load-modules", "--drop-port", "--log-flush", "--packet-in")
+IGNORED_WITH_VALUE = ("--notifications-addr", "--debugger-addr", "--restore-state",
+                      "--max-port-count", "--dp-grpc-server-addr", "--load-modules", "--drop-port",
+                      "--packet-in")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpc-server-addr", default=None)
     ap.add_argument("--pcap", nargs="?", const=".", default=None, metavar="DIR")
     ap.add_argument("--log-console", action="store_true")
+    ap.add_argument("--log-file", default=None, metavar="PATH")
+    ap.add_argument("-L", "--log-level", default="trace",
+                    choices=("trace", "debug", "info", "warn", "error", "off"))
+    ap.add_argument("--log-flush", action="store_true")
     ap.add_argument("--priority-queues", type=int, default=1)
     ap.add_argument("--thrift-port", type=int, default=DEFAULT_PORT)
     ap.add_argument("json", nargs="?", default=None)
@@ -91,6 +101,19 @@ def _interfaces(specs: list[str]) -> dict[int, str]:
     return out
 
 
+def _tracer(ns: argparse.Namespace) -> Any:
+    """The packet trace the options ask for, or None (then it costs nothing)."""
+    if not (ns.log_console or ns.log_file) or ns.log_level == "off":
+        return None
+    from p4sim.switch.trace import Tracer
+
+    if ns.log_file:
+        out = open(ns.log_file, "w")  # noqa: SIM115 - lives as long as the switch process
+    else:
+        out = sys.stdout
+    return Tracer(out, ns.log_level, flush=ns.log_flush or not ns.log_file)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     ns = parse_args(args)
@@ -106,11 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     from p4sim.switch.dataplane import DataPlane
     from p4sim.switch.ports import PortIO
 
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
+    try:
+        tracer = _tracer(ns)
+    except OSError as e:
+        print(f"p4sim switch: error: cannot open log file {ns.log_file}: {e.strerror}",
+              file=sys.stderr)
+        return 1
     dp = DataPlane(ns.device_id, ns.cpu_port, ns.priority_queues,
-                   log if ns.log_console else None)
+                   tracer.warning if tracer is not None else None, trace=tracer)
     if ns.json and not ns.no_p4:
         try:
             with open(ns.json, "rb") as f:

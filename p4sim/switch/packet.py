@@ -25,8 +25,8 @@ class Packet:
     __slots__ = (
         "F", "clone_fl", "clone_session", "data", "digests", "end", "exit", "ingress_port",
         "instance_type", "length", "original", "passes", "payload", "pos", "recirc_fl",
-        "resubmit_fl", "truncate",
-    )
+        "resubmit_fl", "trace_id", "truncate",
+    )  # trace_id: set only by the packet trace (p4sim.switch.trace), never read otherwise
 
     def __init__(self, F: list[int], data: bytes, ingress_port: int) -> None:
         self.F = F

@@ -27,6 +27,7 @@ import ast
 import inspect
 import re
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 from p4sim.switch.packet import NORMAL, Packet
@@ -214,16 +215,22 @@ def fused_source(name: str) -> str:
     return "\n".join(out)
 
 
-def build(bindings: dict[str, Any], fuse: bool = True) -> dict[str, Any]:
+def build(bindings: dict[str, Any], fuse: bool = True,
+          wrap: Callable[[str, Any], Any] | None = None) -> dict[str, Any]:
     """The stage functions executed with ``bindings`` (every name of BOUND) as their
     constants: ``to_egress`` and ``egress`` as written, ``receive`` with the later stages
-    inlined when ``fuse``. Returns {stage name: function}."""
+    inlined when ``fuse``. ``wrap(name, fn)``, if given, wraps each stage and the ``enqueue``
+    and ``output`` bindings (the packet trace). Returns {stage name: function}."""
     missing = [n for n in BOUND if n not in bindings]
     if missing:
         raise AssertionError(f"stages.build: unbound names {missing}")
     ns: dict[str, Any] = {"Packet": Packet, "run_parser": run_parser, "DROP_PORT": DROP_PORT,
                           "NORMAL": NORMAL, "__builtins__": __builtins__, **bindings}
+    if wrap is not None:
+        ns["enqueue"], ns["output"] = wrap("enqueue", ns["enqueue"]), wrap("output", ns["output"])
     for name in ("egress", "to_egress", "receive"):  # each binds the ones built before it
         src = fused_source(name) if fuse else _source(name)
         exec(compile(src, f"<p4sim stage {name}{' (fused)' if fuse else ''}>", "exec"), ns)
+        if wrap is not None:
+            ns[name] = wrap(name, ns[name])  # later stages call it by this name
     return {name: ns[name] for name in STAGES}

@@ -76,12 +76,11 @@ class V1Model:
         self.ingress = cp.pipelines.get("ingress") or (lambda P, F: None)
         self.egress_pipe = cp.pipelines.get("egress") if cp.pipeline_init.get("egress") else None
         self.fused = fuse
-        stage = stages.build(self._bindings(), fuse=fuse and trace is None)
+        stage = stages.build(self._bindings(), fuse=fuse and trace is None,
+                             wrap=trace.stage_wrapper(self) if trace is not None else None)
         self.receive = stage["receive"]
         self.to_egress = stage["to_egress"]
         self.egress = stage["egress"]
-        if trace is not None:
-            trace.wrap_stages(self)
 
     def stages_unfused(self) -> dict[str, Any]:
         """The stage functions one by one (no inlining), for tests that hold the fused path

@@ -114,79 +114,79 @@ def _tracer(ns: argparse.Namespace) -> Any:
     return Tracer(out, ns.log_level, flush=ns.log_flush or not ns.log_file)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    ns = parse_args(args)
-    try:
-        ifaces = _interfaces(ns.interface)
-    except ValueError as e:
-        print(f"p4sim switch: error: {e}", file=sys.stderr)
-        return 2
-    if ns.priority_queues < 1 or ns.priority_queues > 8:
-        print("p4sim switch: error: --priority-queues must be 1..8", file=sys.stderr)
-        return 2
+class _Exit(Exception):
+    """Stop start-up: print ``message`` (an error line) and exit with ``code``."""
 
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _data_plane(ns: argparse.Namespace) -> Any:
+    """The DataPlane with its trace and its program, as the options say."""
     from p4sim.switch.dataplane import DataPlane
-    from p4sim.switch.ports import PortIO
 
     try:
         tracer = _tracer(ns)
     except OSError as e:
-        print(f"p4sim switch: error: cannot open log file {ns.log_file}: {e.strerror}",
-              file=sys.stderr)
-        return 1
+        raise _Exit(1, f"cannot open log file {ns.log_file}: {e.strerror}") from None
     dp = DataPlane(ns.device_id, ns.cpu_port, ns.priority_queues,
                    tracer.warning if tracer is not None else None, trace=tracer)
-    if ns.json and not ns.no_p4:
-        try:
-            with open(ns.json, "rb") as f:
-                dp.load_pipeline(f.read())
-        except OSError as e:
-            print(f"p4sim switch: error: cannot read {ns.json}: {e.strerror}", file=sys.stderr)
-            return 1
-        except ApiError as e:
-            print(f"p4sim switch: error: {ns.json}: {e.message}", file=sys.stderr)
-            return 1
-    elif not ns.no_p4 and ns.json is None:
-        print("p4sim switch: error: give a BMv2 JSON file or --no-p4", file=sys.stderr)
-        return 2
+    if ns.no_p4:
+        return dp
+    if ns.json is None:
+        raise _Exit(2, "give a BMv2 JSON file or --no-p4")
+    try:
+        with open(ns.json, "rb") as f:
+            dp.load_pipeline(f.read())
+    except OSError as e:
+        raise _Exit(1, f"cannot read {ns.json}: {e.strerror}") from None
+    except ApiError as e:
+        raise _Exit(1, f"{ns.json}: {e.message}") from None
+    return dp
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
 
-    server: Any = None
-    admin: AdminServer | None = None
+def _admin(dp: Any, ns: argparse.Namespace) -> AdminServer | None:
+    try:
+        admin = AdminServer(dp, ns.thrift_port)
+    except OSError as e:
+        print(f"p4sim switch: warning: admin port {ns.thrift_port} unavailable "
+              f"({e.strerror}); runtime queue settings disabled", file=sys.stderr)
+        return None
+    admin.start()
+    return admin
+
+
+def _grpc(dp: Any, ns: argparse.Namespace, grpc_addr: str) -> Any:
+    """The P4Runtime server, or None when it is not installed and was not asked for."""
+    try:
+        from p4sim.switch.p4runtime.server import serve
+    except ImportError as e:
+        if ns.grpc_server_addr:
+            raise _Exit(1, f"P4Runtime server unavailable ({e})") from None
+        print(f"p4sim switch: warning: P4Runtime server unavailable ({e})", file=sys.stderr)
+        return None
+    try:
+        return serve(dp, grpc_addr)
+    except Exception as e:
+        raise _Exit(1, f"cannot start P4Runtime server at {grpc_addr}: {e}") from None
+
+
+def _run(dp: Any, ns: argparse.Namespace, ifaces: dict[int, str], stop: threading.Event) -> int:
+    from p4sim.switch.ports import PortIO
+
     try:
         ports = PortIO(ifaces, ns.pcap)
     except OSError as e:
-        print(f"p4sim switch: error: {e}", file=sys.stderr)
-        return 1
+        raise _Exit(1, str(e)) from None
     dp.set_transmit_fn(ports.tx)
     dp.set_wake_fn(ports.wake)
+    server: Any = None
+    admin: AdminServer | None = None
     try:
-        try:
-            admin = AdminServer(dp, ns.thrift_port)
-            admin.start()
-        except OSError as e:
-            print(f"p4sim switch: warning: admin port {ns.thrift_port} unavailable "
-                  f"({e.strerror}); runtime queue settings disabled", file=sys.stderr)
+        admin = _admin(dp, ns)
         grpc_addr = ns.grpc_server_addr or DEFAULT_GRPC
-        try:
-            from p4sim.switch.p4runtime.server import serve
-        except ImportError as e:
-            if ns.grpc_server_addr:
-                print(f"p4sim switch: error: P4Runtime server unavailable ({e})", file=sys.stderr)
-                return 1
-            serve = None
-            print(f"p4sim switch: warning: P4Runtime server unavailable ({e})", file=sys.stderr)
-        if serve is not None:
-            try:
-                server = serve(dp, grpc_addr)
-            except Exception as e:
-                print(f"p4sim switch: error: cannot start P4Runtime server at {grpc_addr}: {e}",
-                      file=sys.stderr)
-                return 1
+        server = _grpc(dp, ns, grpc_addr)
         # Per-packet objects die by reference counting; make the cyclic collector run rarely
         # and skip everything allocated at start-up (generated code, protobuf modules).
         gc.freeze()
@@ -209,6 +209,25 @@ def main(argv: list[str] | None = None) -> int:
         if admin is not None:
             admin.stop()
         ports.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        try:
+            ifaces = _interfaces(ns.interface)
+        except ValueError as e:
+            raise _Exit(2, str(e)) from None
+        if ns.priority_queues < 1 or ns.priority_queues > 8:
+            raise _Exit(2, "--priority-queues must be 1..8")
+        dp = _data_plane(ns)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        return _run(dp, ns, ifaces, stop)
+    except _Exit as e:
+        print(f"p4sim switch: error: {e}", file=sys.stderr)
+        return e.code
 
 
 if __name__ == "__main__":

@@ -153,15 +153,19 @@ class V1Model:
             self.counters.pipeline_drops += 1
             return
         for r in replicas:
-            C = Packet(F[:], P.data, P.ingress_port)
-            C.payload = P.payload
-            C.length = P.length
-            C.instance_type = REPLICATION
+            C = self._copy(P, F[:], REPLICATION)
             C.truncate = P.truncate
-            C.passes = P.passes
-            C.F[self.s_it] = REPLICATION
             C.F[self.s_rid] = r.instance
             self.to_egress(C, r.egress_port)
+
+    def _copy(self, P: Packet, G: list[int], instance_type: int) -> Packet:
+        """A copy of parsed packet ``P`` with field values ``G`` (a replica, an E2E clone)."""
+        C = Packet(G, P.data, P.ingress_port)
+        C.payload = P.payload
+        C.length = P.length
+        C.passes = P.passes
+        C.instance_type = G[self.s_it] = instance_type
+        return C
 
     def _clone_i2e(self, P: Packet, F: list[int]) -> None:
         session = self.clones.get(P.clone_session)  # type: ignore[arg-type]
@@ -227,12 +231,7 @@ class V1Model:
             G = F[:]
             for slot in self.metadata_slots:
                 G[slot] = self.template[slot]
-            C = Packet(G, P.data, P.ingress_port)
-            C.payload = P.payload
-            C.length = P.length
-            C.passes = P.passes
-            C.instance_type = EGRESS_CLONE
-            G[self.s_it] = EGRESS_CLONE
+            C = self._copy(P, G, EGRESS_CLONE)
             G[self.s_len] = P.length
             for slot, value in preserved:
                 C.F[slot] = value

@@ -22,7 +22,7 @@ def dp() -> DataPlane:
     d = DataPlane()
     d.load_pipeline((FIXTURES / "basic.json").read_bytes())
     d.out = []  # type: ignore[attr-defined]
-    d.tx = lambda port, frame: d.out.append((port, frame))  # type: ignore[attr-defined]
+    d.set_transmit_fn(lambda port, frame: d.out.append((port, frame)))  # type: ignore[attr-defined]
     return d
 
 
@@ -133,7 +133,7 @@ def test_const_entries_from_json_and_immutability() -> None:
     d = DataPlane()
     d.load_pipeline((FIXTURES / "basic_const.json").read_bytes())
     out: list[tuple[int, bytes]] = []
-    d.tx = lambda port, frame: out.append((port, frame))
+    d.set_transmit_fn(lambda port, frame: out.append((port, frame)))
     d.receive(0, ipv4("10.0.1.7"))
     d.receive(0, ipv4("10.0.2.7"))
     assert [p for p, _ in out] == [1, 2]

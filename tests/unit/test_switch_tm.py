@@ -178,3 +178,20 @@ def test_port_line_rate_is_shared_by_the_priority_queues() -> None:
     # one every millisecond: together at the line's rate, never each queue at its own.
     assert [o["k1"] for _, o, _ in sim.sent] == [0, *range(1, 20, 2), *range(2, 20, 2)]
     assert [t for t, _, _ in sim.sent] == [j * 1000 * US for j in range(20)]
+
+
+def test_deadline_follows_strict_priority() -> None:
+    """A low-priority packet that could leave now but waits behind a paced high-priority
+    queue is no deadline: the next one is the high queue's (found by the simulator, whose
+    virtual clock otherwise polled forever at one instant)."""
+    p = prog()
+    sim = Sim(p, priorities=2)
+    sim.dp.set_queue_rate(1000, 1, 1)  # high: one per ms
+    sim.dp.set_queue_rate(1_000_000, 1, 0)  # low: one per us
+    for k, prio in enumerate((1, 1, 0)):
+        sim.dp.receive(0, frame(p, k, 64, k2=prio))
+    assert [o["k1"] for _, o, _ in sim.sent] == [0]
+    assert sim.dp.poll() == 1000 * US
+    sim.now = 1000 * US
+    assert sim.dp.poll() is None
+    assert [(t, o["k1"]) for t, o, _ in sim.sent] == [(0, 0), (1000 * US, 1), (1000 * US, 2)]

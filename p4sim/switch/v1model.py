@@ -75,7 +75,6 @@ class V1Model:
         self.m_deq_td = self._width_mask(self.s_deq_td)
         self.ingress = cp.pipelines.get("ingress") or (lambda P, F: None)
         self.egress_pipe = cp.pipelines.get("egress") if cp.pipeline_init.get("egress") else None
-        self.fused = fuse
         stage = stages.build(self._bindings(), fuse=fuse and trace is None,
                              wrap=trace.stage_wrapper(self) if trace is not None else None)
         self.receive = stage["receive"]
@@ -116,10 +115,10 @@ class V1Model:
         self.counters.aborted += 1
         self.counters.pipeline_drops += 1
         self.counters.last_abort = f"{type(e).__name__}: {e}"
-        if self.log is not None:
-            self.log(f"packet dropped: {self.counters.last_abort}")
         if self.trace is not None:
-            self.trace.event(f"dropped: {self.counters.last_abort}")
+            self.trace.warning(f"packet dropped: {self.counters.last_abort}")
+        elif self.log is not None:
+            self.log(f"packet dropped: {self.counters.last_abort}")
 
     def _preserve(self, F: list[int], fl_id: int) -> list[tuple[int, int]]:
         return [(slot, F[slot]) for slot in self.cp.field_lists.get(fl_id, ())]

@@ -2,8 +2,9 @@
 
 Both targets take simple_switch_CLI's command lines (``set_queue_rate PPS PORT``,
 ``set_queue_depth PKTS PORT``): real BMv2 through ``simple_switch_CLI --thrift-port N`` on its
-standard input, p4sim through its admin channel (``p4sim ctl``), here called in-process because
-the runner sends hundreds of them at bring-up.
+standard input, p4sim through its admin channel. Both go through the one admin channel client,
+``controlplane.admin`` (in-process for p4sim, because the runner sends hundreds of them at
+bring-up).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from controlplane.admin import AdminChannel, send
+from controlplane.admin import AdminError as ChannelError
 
 # fabric.p4's per-port register of the egress queue depth (deq_qdepth of the latest packet
 # dequeued): BMv2's only queue-occupancy figure. PI answers register reads over P4Runtime with
@@ -69,6 +73,7 @@ class _CliSession:
             self.proc.wait()
 
 
+
 class AdminError(RuntimeError):
     pass
 
@@ -84,20 +89,11 @@ class SwitchAdmin:
         if not lines:
             return
         if self.target == "bmv2":
-            proc = subprocess.run(["simple_switch_CLI", "--thrift-port", str(self.thrift_port)],
-                                  input="\n".join(lines) + "\n", capture_output=True, text=True)
-            out = (proc.stderr or proc.stdout).strip()
-            if proc.returncode != 0 and ("Could not connect" in proc.stdout + proc.stderr
-                                         or "Traceback" in proc.stderr):
-                last = out.splitlines()[-1] if out else "no output"
-                raise AdminError(f"{self.name}: cannot reach BMv2's Thrift server on port "
-                                 f"{self.thrift_port} (built without Thrift, or not running): "
-                                 f"{last}")
-            if proc.returncode != 0 or "Error" in proc.stdout:
-                raise AdminError(f"{self.name}: simple_switch_CLI: {out[-300:]}")
+            try:
+                AdminChannel(f"127.0.0.1:{self.thrift_port}", "bmv2", timeout=120).run_lines(lines)
+            except ChannelError as e:
+                raise AdminError(f"{self.name}: simple_switch_CLI: {e}") from None
             return
-        from p4sim.switch.ctl import send
-
         for line in lines:
             words = line.split()
             reply = send(("127.0.0.1", self.thrift_port), words[0], words[1:])
@@ -124,8 +120,6 @@ class SwitchAdmin:
                 raise AdminError(f"{self.name}: simple_switch_CLI register_read "
                                  f"{QDEPTH_REGISTER}: no answer")
             return {"ports": {str(p): {"queue_depth": d} for p, d in enumerate(depths)}}
-        from p4sim.switch.ctl import send
-
         reply = send(("127.0.0.1", self.thrift_port), "stats", [])
         if not reply.get("ok"):
             raise AdminError(f"{self.name}: stats: {reply.get('error')}")

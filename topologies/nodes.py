@@ -127,8 +127,13 @@ class P4Switch(ProcessSwitch):
                           "--log-file-max-files", "1"]
             else:
                 extra += ["--log-level", "off"]
-        elif self.switch_log:
-            extra += ["--log-console"]
+        else:
+            # p4sim's per-packet trace (BMv2's --log-console format) into the run's logs, only
+            # on request: --switch-log, or CELLFABRIC_SWITCH_TRACE=LEVEL to pick the level.
+            level = os.environ.get("CELLFABRIC_SWITCH_TRACE") or ("trace" if self.switch_log else "")
+            if level and self.log_dir:
+                extra += ["--log-file", str(self.log_dir / f"{self.name}.trace.log"),
+                          "--log-level", level]
         return switch_argv(
             self.target, self.port_map(), self.grpc_addr, device_id=self.device_id,
             cpu_port=self.cpu_port, json=self.json_path, extra=extra,

@@ -1,8 +1,9 @@
 """Switch ports on Linux interfaces (AF_PACKET raw sockets) and the packet I/O loop.
 
-One thread polls every port socket; frames are processed to completion under the data plane's
-lock, then the traffic manager is serviced, and the poll timeout follows the next paced
-departure. Copies of frames the switch itself sent (PACKET_OUTGOING) are ignored. Link status
+One thread polls every port socket; frames are handed to the data plane (``receive_batch``),
+then ``poll()`` runs whatever egress is due and gives the next paced departure, which sets the
+poll timeout. The ports drive the data plane only through its public calls: the data plane gets
+``tx`` and ``wake`` as its transmit and wake-up functions (``DataPlane.set_transmit_fn``). Copies of frames the switch itself sent (PACKET_OUTGOING) are ignored. Link status
 (carrier) is polled so a port whose link goes down is down for action selector ``watch_port``.
 """
 
@@ -23,7 +24,9 @@ SOL_PACKET = 263
 PACKET_STATISTICS = 6
 PACKET_IGNORE_OUTGOING = 23
 RECV_BATCH = 64
-RECV_SIZE = 65536
+# BMv2 opens its ports with pcap's default snap length and drops what pcap had to truncate:
+# frames up to this size are processed whatever the MTU (jumbo or not), longer ones dropped.
+SNAPLEN = 262144
 LINK_POLL_S = 0.25
 
 
@@ -32,7 +35,7 @@ class PcapWriter:
 
     def __init__(self, path: str) -> None:
         self.f: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
-        self.f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        self.f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, 1))
 
     def write(self, frame: bytes) -> None:
         t = time.time()
@@ -58,14 +61,16 @@ def link_carrier(ifname: str) -> bool:
 
 
 class PortIO:
-    def __init__(self, dp: Any, interfaces: dict[int, str], pcap_dir: str | None = None) -> None:
-        self.dp = dp
+    def __init__(self, interfaces: dict[int, str], pcap_dir: str | None = None) -> None:
+        self.dp: Any = None  # the data plane, given to start()
         self.interfaces = dict(interfaces)
         self.socks: dict[int, socket.socket] = {}
         self.by_fd: dict[int, tuple[int, socket.socket]] = {}
         self.pcap_in: dict[int, PcapWriter] = {}
         self.pcap_out: dict[int, PcapWriter] = {}
         self.tx_errors = 0
+        self._buf = bytearray(SNAPLEN)  # every frame is read into this, then copied out
+        self._view = memoryview(self._buf)
         self.loop_errors = 0
         self.resting: dict[int, float] = {}  # fd -> time its socket is polled again
         self.filtered: set[int] = set()  # ports whose socket drops outgoing copies in-kernel
@@ -98,8 +103,6 @@ class PortIO:
                 os.makedirs(pcap_dir, exist_ok=True)
                 self.pcap_in[port] = PcapWriter(os.path.join(pcap_dir, f"{ifname}_in.pcap"))
                 self.pcap_out[port] = PcapWriter(os.path.join(pcap_dir, f"{ifname}_out.pcap"))
-        dp.tx = self.tx
-        dp.wake = self.wake
         self.thread: threading.Thread | None = None
 
     def tx(self, port: int, frame: bytes) -> None:
@@ -119,7 +122,9 @@ class PortIO:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
 
-    def start(self) -> None:
+    def start(self, dp: Any) -> None:
+        """Run the I/O loop for ``dp`` (whose transmit/wake functions should be ours)."""
+        self.dp = dp
         self.thread = threading.Thread(target=self.run, name="p4sim-ports", daemon=True)
         self.thread.start()
 
@@ -170,54 +175,67 @@ class PortIO:
                 if self.dp.log is not None:
                     self.dp.log(f"port loop error: {type(e).__name__}: {e}")
 
+    def _read(self, fd: int, port: int, s: socket.socket, poller: Any,
+              now: float) -> list[bytes]:
+        """Up to RECV_BATCH frames waiting on port ``port``'s socket."""
+        filtered = port in self.filtered
+        recv, recvfrom = s.recv_into, s.recvfrom_into
+        buf, view, pcap = self._buf, self._view, self.pcap_in.get(port)
+        batch: list[bytes] = []
+        truncated = 0
+        for _ in range(RECV_BATCH):
+            try:
+                # MSG_TRUNC: the frame's real length even when it did not fit the buffer.
+                if filtered:
+                    n = recv(buf, 0, socket.MSG_TRUNC)
+                else:
+                    n, addr = recvfrom(buf, 0, socket.MSG_TRUNC)
+                    if addr[2] == PACKET_OUTGOING:
+                        continue
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                # E.g. the interface went away: rest this socket a while rather than spin on
+                # its error, and keep serving the others.
+                poller.unregister(fd)
+                self.resting[fd] = now + LINK_POLL_S
+                break
+            if n > SNAPLEN:
+                truncated += 1  # as pcap's caplen != len: BMv2 drops it
+                continue
+            frame = view[:n].tobytes()
+            if pcap is not None:
+                pcap.write(frame)
+            batch.append(frame)
+        if truncated:
+            self.dp.add_rx_dropped(port, truncated)
+        return batch
+
     def _iteration(self, poller: Any, timers: list[float]) -> None:
         """Wait for frames (or the next paced departure), process them, service the queues."""
         dp = self.dp
         receive_batch = dp.receive_batch
-        pcap_in = self.pcap_in
         now = time.monotonic()
         for fd, until in list(self.resting.items()):
             if now >= until:
                 del self.resting[fd]
                 poller.register(fd, select.POLLIN)
-        deadline = dp.next_deadline()
-        timeout = LINK_POLL_S if deadline is None else min(max(deadline - now, 0.0), LINK_POLL_S)
+        deadline = dp.poll()
+        timeout = LINK_POLL_S if deadline is None else \
+            min(max((deadline - dp.clock()) / 1e9, 0.0), LINK_POLL_S)
         for fd, _ in poller.poll(timeout * 1000.0):
             if fd == self._wake_r:
                 with contextlib.suppress(OSError):
                     os.read(fd, 4096)
                 continue
             port, s = self.by_fd[fd]
-            filtered = port in self.filtered
-            recv, recvfrom = s.recv, s.recvfrom
-            batch: list[bytes] = []
-            for _ in range(RECV_BATCH):
-                try:
-                    if filtered:
-                        frame = recv(RECV_SIZE)
-                    else:
-                        frame, addr = recvfrom(RECV_SIZE)
-                        if addr[2] == PACKET_OUTGOING:
-                            continue
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
-                    # E.g. the interface went away: rest this socket a while rather than spin
-                    # on its error, and keep serving the others.
-                    poller.unregister(fd)
-                    self.resting[fd] = now + LINK_POLL_S
-                    break
-                if pcap_in:
-                    pcap_in[port].write(frame)
-                batch.append(frame)
+            batch = self._read(fd, port, s, poller, now)
             if batch:
                 receive_batch(port, batch)
-        if dp.tm.backlog:
-            dp.service()
         now = time.monotonic()
         if now >= timers[0]:
             self._poll_links()
-            dp.check_idle(now)
+            dp.check_idle()
             timers[0] = now + LINK_POLL_S
         if (self.pcap_in or self.pcap_out) and now >= timers[1]:
             for w in [*self.pcap_in.values(), *self.pcap_out.values()]:

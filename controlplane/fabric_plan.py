@@ -34,6 +34,26 @@ ADAPTIVE_BUCKETS = 16
 REPORT_SESSION = 100
 FEEDBACK_OPCODES = (OP_ACK, OP_CNP)
 FEEDBACK_PRIORITY = 1
+# A port's line rate is shared by its two queues: feedback (priority 1) gets this share, data
+# (priority 0) the rest, so the two never serve more than the link's rate together. Both
+# targets limit each priority queue on its own (BMv2's QueueingLogicPriRL paces every priority
+# separately), so the share is fixed, not borrowed. Hosts ACK every 4 cells
+# (topologies/hostprocs.py), so a port that carries data one way and the other flows' ACKs
+# needs about 1/5 of its packets for feedback.
+FEEDBACK_SHARE = 0.2
+
+
+def queue_shares(line_pps: int) -> dict[int, int]:
+    """Packets per second per priority for a port of ``line_pps`` (0 = unlimited: both 0)."""
+    if line_pps <= 0:
+        return {0: 0, FEEDBACK_PRIORITY: 0}
+    feedback = min(line_pps - 1, max(1, round(line_pps * FEEDBACK_SHARE)))
+    return {0: line_pps - feedback, FEEDBACK_PRIORITY: feedback}
+
+
+def data_rate(line_pps: int) -> int:
+    """What data (priority 0) may use of a port of ``line_pps``."""
+    return queue_shares(line_pps)[0]
 
 # Fully-qualified names in fabric.p4 (p4c's naming: control-local instances under their
 # control's instance name).

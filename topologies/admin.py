@@ -41,8 +41,22 @@ class SwitchAdmin:
             if not reply.get("ok"):
                 raise AdminError(f"{self.name}: {line}: {reply.get('error')}")
 
-    def set_queue(self, port: int, rate_pps: int, depth: int) -> None:
-        self.run([f"set_queue_rate {rate_pps} {port}", f"set_queue_depth {depth} {port}"])
+    def set_queue(self, port: int, rate_pps: int, depth: int,
+                  shares: dict[int, int] | None = None, priorities: int = 1) -> None:
+        """Depth for the port; rate for all its queues, or per priority when ``shares``
+        ({P4 priority: pps}) is given."""
+        if not shares or priorities < 2:
+            self.run([f"set_queue_rate {rate_pps} {port}", f"set_queue_depth {depth} {port}"])
+            return
+        lines = [f"set_queue_rate {pps} {port} {self.queue_index(prio, priorities)}"
+                 for prio, pps in sorted(shares.items())]
+        self.run([*lines, f"set_queue_depth {depth} {port}"])
+
+    def queue_index(self, priority: int, priorities: int) -> int:
+        """The CLI's priority argument for P4 ``priority``: simple_switch stores P4 priority p
+        in queue ``priorities - 1 - p`` and its CLI addresses queues by that index; p4sim's
+        admin channel takes the P4 priority itself."""
+        return priorities - 1 - priority if self.target == "bmv2" else priority
 
     def stats(self) -> dict[str, Any] | None:
         """Per-port data-plane statistics (p4sim only; BMv2 has no equivalent command)."""

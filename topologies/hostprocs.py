@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controlplane.fabric_plan import data_rate
 from controlplane.topology import Topology, router_mac
 from hosts.wire import TELEMETRY_REPORT_PORT
 from topologies.workloads import Step, Transfer
@@ -48,7 +49,8 @@ class StepPlan:
 
 
 def host_line_rate(topo: Topology, host: str) -> int:
-    return min(lk.queue.rate_pps for lk in topo.links_of(host))
+    """Cells per second a host's link carries: its rate less the feedback queue's share."""
+    return data_rate(min(lk.queue.rate_pps for lk in topo.links_of(host)))
 
 
 def time_scale(rate_pps: int) -> float:

@@ -22,6 +22,7 @@ from typing import Any
 
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FabricController
+from controlplane.fabric_plan import queue_shares
 from controlplane.topology import Topology
 from netlab.targets import compile_p4
 from topologies.admin import SwitchAdmin
@@ -106,11 +107,17 @@ class FabricRun:
         _say("[3/5] installing tables, groups and queue settings")
         self.controller = FabricController(
             topo, self.fabric, p4info, json_path,
-            queue_setter=lambda sw, port, pps, depth: self.admins[sw].set_queue(port, pps, depth),
+            queue_setter=self._set_queue,
             log=lambda m: self.event_log.append({"t": time.time(), "event": m}))
         diffs = self.controller.up()
         total = sum(d.writes for d in diffs.values())
         _say(f"      {total} entities written to {len(diffs)} switches")
+
+    def _set_queue(self, sw: str, port: int, pps: int, depth: int) -> None:
+        # The link's rate is split between the data and the feedback queue (they share it).
+        assert self.fnet is not None
+        self.admins[sw].set_queue(port, pps, depth, shares=queue_shares(pps),
+                                  priorities=self.fnet.priority_queues)
 
     # -- traffic ----------------------------------------------------------------------------
     def run_workload(self) -> None:

@@ -34,12 +34,12 @@ ADAPTIVE_BUCKETS = 16
 REPORT_SESSION = 100
 FEEDBACK_OPCODES = (OP_ACK, OP_CNP)
 FEEDBACK_PRIORITY = 1
-# A port's line rate is shared by its two queues: feedback (priority 1) gets this share, data
-# (priority 0) the rest, so the two never serve more than the link's rate together. Both
-# targets limit each priority queue on its own (BMv2's QueueingLogicPriRL paces every priority
-# separately), so the share is fixed, not borrowed. Hosts ACK every 4 cells
+# A port's line rate is shared by its two queues. Hosts ACK every 4 cells
 # (topologies/hostprocs.py), so a port that carries data one way and the other flows' ACKs
-# needs about 1/5 of its packets for feedback.
+# needs about 1/5 of its packets for feedback: hosts send data at the rest (data_rate), which
+# is also the rate a message's ideal time is counted at. Where a shared line rate cannot be
+# configured (real BMv2 paces each priority queue on its own), the feedback queue gets this
+# share as a fixed rate and data the rest.
 FEEDBACK_SHARE = 0.2
 
 

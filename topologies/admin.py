@@ -12,6 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from controlplane.fabric_plan import queue_shares
+
 
 class AdminError(RuntimeError):
     pass
@@ -41,15 +43,20 @@ class SwitchAdmin:
             if not reply.get("ok"):
                 raise AdminError(f"{self.name}: {line}: {reply.get('error')}")
 
-    def set_queue(self, port: int, rate_pps: int, depth: int,
-                  shares: dict[int, int] | None = None, priorities: int = 1) -> None:
-        """Depth for the port; rate for all its queues, or per priority when ``shares``
-        ({P4 priority: pps}) is given."""
-        if not shares or priorities < 2:
-            self.run([f"set_queue_rate {rate_pps} {port}", f"set_queue_depth {depth} {port}"])
-            return
-        lines = [f"set_queue_rate {pps} {port} {self.queue_index(prio, priorities)}"
-                 for prio, pps in sorted(shares.items())]
+    def set_queue(self, port: int, rate_pps: int, depth: int, priorities: int = 1) -> None:
+        """The port's queue depth, and its line rate shared by its ``priorities`` queues.
+
+        p4sim: every queue may send ``rate_pps`` and the port's line (``set_port_rate``) caps
+        them together, so the feedback queue takes its share only while it has packets. Real
+        BMv2 paces each priority queue on its own and has no shared rate, so there the rate is
+        split: fabric_plan.queue_shares gives each priority a fixed share."""
+        lines = [f"set_queue_rate {rate_pps} {port}"]
+        if priorities >= 2 and rate_pps > 0:
+            if self.target == "bmv2":
+                lines = [f"set_queue_rate {pps} {port} {self.queue_index(prio, priorities)}"
+                         for prio, pps in sorted(queue_shares(rate_pps).items())]
+            else:
+                lines.append(f"set_port_rate {rate_pps} {port}")
         self.run([*lines, f"set_queue_depth {depth} {port}"])
 
     def queue_index(self, priority: int, priorities: int) -> int:

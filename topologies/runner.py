@@ -22,9 +22,9 @@ from typing import Any
 
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FabricController
-from controlplane.fabric_plan import queue_shares
 from controlplane.topology import Topology
 from netlab.targets import compile_p4
+from topologies import linkload
 from topologies.admin import SwitchAdmin
 from topologies.hostprocs import StepPlan, cells_for, host_line_rate, plan_step, read_metrics
 from topologies.monitor import FabricMonitor
@@ -81,6 +81,8 @@ class FabricRun:
         self.event_log: list[dict[str, Any]] = []
         self.t0 = 0.0
         self.collector: Any = None
+        self.load_before: linkload.Snapshot | None = None
+        self.load_after: linkload.Snapshot | None = None
         self._timers: list[threading.Timer] = []
         self._timers_started = False
 
@@ -114,16 +116,16 @@ class FabricRun:
         _say(f"      {total} entities written to {len(diffs)} switches")
 
     def _set_queue(self, sw: str, port: int, pps: int, depth: int) -> None:
-        # The link's rate is split between the data and the feedback queue (they share it).
+        # The link's rate is shared by the data and the feedback queue (see SwitchAdmin).
         assert self.fnet is not None
-        self.admins[sw].set_queue(port, pps, depth, shares=queue_shares(pps),
-                                  priorities=self.fnet.priority_queues)
+        self.admins[sw].set_queue(port, pps, depth, priorities=self.fnet.priority_queues)
 
     # -- traffic ----------------------------------------------------------------------------
     def run_workload(self) -> None:
         cfg = self.cfg
         assert self.fnet is not None and self.fabric is not None
         self.monitor = FabricMonitor(self.topo, self.fabric, self.admins)
+        self.load_before = linkload.snapshot(self.topo, self.fabric)
         self.monitor.start()
         out = cfg.run_dir / "hosts"
         out.mkdir(parents=True, exist_ok=True)
@@ -143,6 +145,7 @@ class FabricRun:
                 start = time.time()
                 self._run_step(plan)
                 self.step_times.append({"step": i, "wall_s": time.time() - start})
+            self.load_after = linkload.snapshot(self.topo, self.fabric)
         finally:
             for t in self._timers:
                 t.cancel()
@@ -242,6 +245,14 @@ class FabricRun:
                                          for v in ports.values())
             m.drops[name] = drops
         m.run["invalid_reasons"] = service_problems(service)
+        if self.load_before is not None and self.load_after is not None:
+            # The window runs from data first moving (the counters before it saw only ARP)
+            # to the end of the last step.
+            start = (self.monitor.first_traffic if self.monitor is not None
+                     and self.monitor.first_traffic else self.load_before["t"])
+            m.link_load = {"window_s": max(1e-3, self.load_after["t"] - start),
+                           "links": linkload.link_totals(topo, self.load_before,
+                                                         self.load_after)}
         self._collect_hosts(m)
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}

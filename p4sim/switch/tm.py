@@ -3,6 +3,9 @@
 One FIFO per (egress port, priority); a depth limit in packets with tail drop counted per port;
 a service rate in packets per second (0 = unlimited) paced with real time; strict priority
 between a port's queues (higher priority number served first) and round robin between ports.
+Beyond simple_switch (which paces each priority queue on its own, so a port with two queues can
+send twice its rate), a port may have a line rate (``set_port_rate``, the admin channel's
+``set_port_rate PPS PORT``) that all its queues share: together they never send more.
 Depths are in packets and times in seconds here; the v1model flow converts to microseconds.
 """
 
@@ -42,6 +45,8 @@ class TrafficManager:
         self.busy_since: dict[int, float] = {}
         self.busy_total: dict[int, float] = {}
         self.busy_tx: dict[int, int] = {}
+        # port -> [interval, next departure]: the line rate its priority queues share
+        self.line: dict[int, list[float]] = {}
 
     def _rate_for(self, port: int, prio: int) -> int:
         for key in ((port, prio), (port, None)):
@@ -71,6 +76,13 @@ class TrafficManager:
                        if p == port and (prio is None or pr == prio)]
         for q in targets:
             q.interval = 1.0 / pps if pps > 0 else 0.0
+
+    def set_port_rate(self, pps: int, port: int) -> None:
+        """The port's line rate, shared by all its priority queues (0 = none)."""
+        if pps <= 0:
+            self.line.pop(port, None)
+        else:
+            self.line.setdefault(port, [0.0, 0.0])[0] = 1.0 / pps
 
     def set_depth(self, packets: int, port: int | None = None) -> None:
         if port is None:
@@ -103,6 +115,9 @@ class TrafficManager:
         waiting = self.port_backlog.get(port, 0)
         if not waiting:
             self.busy_since[port] = time.monotonic()
+            line = self.line.get(port)
+            if line is not None and line[1] < self.busy_since[port]:
+                line[1] = self.busy_since[port]  # an idle line earns no credit either
         self.port_backlog[port] = waiting + 1
         return n
 
@@ -114,6 +129,9 @@ class TrafficManager:
         n = len(ports)
         for i in range(n):
             port = ports[(self.rr + i) % n]
+            line = self.line.get(port)
+            if line is not None and line[1] > now:
+                continue  # the port's line is busy, whichever queue would send
             for prio in range(self.priorities - 1, -1, -1):
                 q = self.queues.get((port, prio))
                 if q is None or not q.items:
@@ -122,6 +140,8 @@ class TrafficManager:
                     if q.next_time > now:
                         break  # this port's head is paced; strict priority holds lower ones
                     q.next_time += q.interval
+                if line is not None:
+                    line[1] += line[0]
                 item = q.items.popleft()
                 self.backlog -= 1
                 self.busy_tx[port] = self.busy_tx.get(port, 0) + 1
@@ -137,9 +157,12 @@ class TrafficManager:
     def next_deadline(self) -> float | None:
         """Earliest time a paced queue with packets may send (None if nothing waits)."""
         best = None
-        for q in self.queues.values():
+        for (port, _), q in self.queues.items():
             if q.items:
                 t = q.next_time if q.interval else 0.0
+                line = self.line.get(port)
+                if line is not None and line[1] > t:
+                    t = line[1]
                 best = t if best is None or t < best else best
         return best
 

@@ -53,6 +53,26 @@ def host_line_rate(topo: Topology, host: str) -> int:
     return data_rate(min(lk.queue.rate_pps for lk in topo.links_of(host)))
 
 
+def path_switches(topo: Topology, src: str, dst: str) -> int:
+    """Switches on a shortest path between two hosts (hosts are never transit nodes)."""
+    adj: dict[str, set[str]] = {}
+    for lk in topo.links:
+        adj.setdefault(lk.a, set()).add(lk.b)
+        adj.setdefault(lk.b, set()).add(lk.a)
+    dist, frontier = {src: 0}, [src]
+    while frontier and dst not in dist:
+        nxt = []
+        for node in frontier:
+            if node != src and node in topo.hosts:
+                continue
+            for peer in adj.get(node, ()):
+                if peer not in dist:
+                    dist[peer] = dist[node] + 1
+                    nxt.append(peer)
+        frontier = nxt
+    return dist.get(dst, 2) - 1
+
+
 def time_scale(rate_pps: int) -> float:
     """How much slower this fabric's clock runs than a datacenter's: DCQCN's published timers
     (55 us, 50 us CNP interval...) assume a cell takes well under a microsecond on the wire;
@@ -143,9 +163,11 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
         if cc != "hpcc" and host_reports(topo):
             argv += ["--int-source"]
         if cc == "hpcc":
-            # Base RTT: a cell and its ACK across leaf-spine-leaf, in cell times.
+            # Base RTT: a cell and its ACK across the path, in cell times (8 across the 3
+            # switches of leaf-spine-leaf; a fat-tree's cross-pod path has 5).
+            hops = path_switches(topo, t.src, t.dst)
             argv += ["--int-source", "--link-rate", f"{rate}pps",
-                     "--cc-param", f"base_rtt_s={8.0 / rate:.4f}"]
+                     "--cc-param", f"base_rtt_s={8.0 * max(hops, 1) / 3 / rate:.4f}"]
         metrics = out_dir / f"step{index}-send-{t.src}-{t.dst}.json"
         argv += ["--metrics", str(metrics)]
         plan.senders.append(HostPlan(t.src, argv, metrics, transfer=t))

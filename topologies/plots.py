@@ -158,7 +158,9 @@ def _queue_names(acct: dict[str, Any]) -> dict[str, str]:
 
 def _heatmap(ax, m: RunMetrics, keys: list[str], t0: float, t_end: float, peak: float,
              names: dict[str, str]):
-    bins = 120
+    # one column per sampling interval at most: finer bins would only show sampling gaps
+    samples = max((len(m.queues[k]) for k in keys), default=1)
+    bins = max(10, min(120, samples))
     width = max(t_end, 1e-3) / bins
     grid = [[0.0] * bins for _ in keys]
     for row, k in enumerate(keys):

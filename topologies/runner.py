@@ -82,6 +82,7 @@ class FabricRun:
         self.t0 = 0.0
         self.collector: Any = None
         self.load_before: linkload.Snapshot | None = None
+        self.traffic_start: float | None = None
         self.load_after: linkload.Snapshot | None = None
         self._timers: list[threading.Timer] = []
         self._timers_started = False
@@ -191,6 +192,8 @@ class FabricRun:
             self._start(hp, logs / f"{hp.metrics.stem}.log")
         # Receivers open their sockets before the first cell arrives.
         time.sleep(1.5)
+        if self.traffic_start is None:
+            self.traffic_start = time.time()  # no data can move before the first sender
         for hp in plan.senders:
             self._start(hp, logs / f"{hp.metrics.stem}.log")
         deadline = time.time() + self.cfg.step_timeout_s
@@ -246,10 +249,9 @@ class FabricRun:
             m.drops[name] = drops
         m.run["invalid_reasons"] = service_problems(service)
         if self.load_before is not None and self.load_after is not None:
-            # The window runs from data first moving (the counters before it saw only ARP)
-            # to the end of the last step.
-            start = (self.monitor.first_traffic if self.monitor is not None
-                     and self.monitor.first_traffic else self.load_before["t"])
+            # The window runs from the first sender's start (the counters before it saw only
+            # ARP) to the end of the last step.
+            start = self.traffic_start or self.load_before["t"]
             m.link_load = {"window_s": max(1e-3, self.load_after["t"] - start),
                            "links": linkload.link_totals(topo, self.load_before,
                                                          self.load_after)}

@@ -178,6 +178,7 @@ def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None,
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
         options=[("grpc.max_receive_message_length", MAX_MESSAGE),
                  ("grpc.max_send_message_length", MAX_MESSAGE),
+                 ("grpc.max_metadata_size", MAX_MESSAGE),
                  ("grpc.so_reuseport", 0)])
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(P4RuntimeServicer(device), server)
     port = server.add_insecure_port(grpc_addr)

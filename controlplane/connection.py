@@ -74,6 +74,7 @@ class SwitchConnection(PacketIO, Writes):
         self.timeout = timeout
         self.intended = IntendedState()
         self.resync_count = 0
+        self.primary_election_id: tuple[int, int] | None = None  # from the last arbitration
         self.last_verification: Verification | None = None  # read-back after the last re-sync
         self.packets_in: queue.Queue[PacketIn] = queue.Queue(maxsize=10000)
         self.digests: queue.Queue[DigestList] = queue.Queue(maxsize=10000)
@@ -217,6 +218,8 @@ class SwitchConnection(PacketIO, Writes):
         if which == "arbitration":
             arb = resp.arbitration
             self._primary = arb.status.code == 0
+            # The spec has the server send the primary's election id (or the highest seen).
+            self.primary_election_id = (arb.election_id.high, arb.election_id.low)
             self._arbitrated.set()
         elif which == "packet":
             self._on_packet_in(resp.packet)
@@ -278,7 +281,8 @@ class SwitchConnection(PacketIO, Writes):
         if not self.is_primary:
             raise NotPrimaryError(
                 f"{what} refused: this client (election id {self.election_id}) is not primary "
-                f"for device {self.device_id} ({self.who})")
+                f"for device {self.device_id} ({self.who}; the primary's election id is "
+                f"{self.primary_election_id})")
 
     def refresh_p4info(self) -> None:
         """Fetch the switch's current P4Info (after another controller pushed a pipeline)."""

@@ -48,6 +48,7 @@ class Device:
         self.config: p4rt.ForwardingPipelineConfig | None = None  # p4info + cookie, as set
         self.digests: DigestManager | None = None
         self.staged: tuple[PipelineInfo, p4rt.ForwardingPipelineConfig] | None = None
+        self.packet_out_rejected = 0  # malformed packet-outs, dropped and reported
         dp.set_packet_in_handler(self._on_packet_in)
         dp.set_digest_handler(self._on_digest)
 
@@ -79,6 +80,7 @@ class Device:
         info = None
         if action != Action.COMMIT:
             info = PipelineInfo(req.config.p4info)
+            check_matches_json(info, req.config.p4_device_config)
         if action == Action.VERIFY:
             return
         if req.device_id != self.device_id:  # BMv2 refuses to be assigned another device id
@@ -324,10 +326,23 @@ class Device:
                 frame = packet_out_frame(ctx.info, req.packet)
                 self.dp.packet_out(frame)
             except (P4RTError, ApiError) as err:
-                # PI's stream error reporting is off by default: the packet is dropped
-                log.warning("PacketOut dropped: %s", getattr(err, "message", err))
+                self._reject_packet_out(conn, req.packet, err)
         elif kind == "digest_ack" and digests is not None:
             digests.ack(req.digest_ack)
+
+    def _reject_packet_out(self, conn: Connection, packet: p4rt.PacketOut,
+                           err: P4RTError | ApiError) -> None:
+        """A packet-out that does not fit the controller header is dropped, counted, and
+        reported on the sender's stream as a StreamError carrying the packet (what PI does
+        with stream error reporting DETAILED; PI's default, DISABLED, drops it silently)."""
+        code = err.code if isinstance(err, P4RTError) else int(err.code)
+        self.packet_out_rejected += 1
+        log.warning("PacketOut dropped: %s", err.message)
+        msg = p4rt.StreamMessageResponse()
+        msg.error.canonical_code, msg.error.message = code, err.message
+        msg.error.space = ERROR_SPACE
+        msg.error.packet_out.packet_out.CopyFrom(packet)
+        conn.send(msg)
 
     def _send_to_primary(self, msg: p4rt.StreamMessageResponse) -> None:
         self.arbiter.send_to_primary(self.device_id, msg)
@@ -348,6 +363,15 @@ class Device:
         digests = self.digests
         if digests is not None:
             digests.on_digest(digest)
+
+
+def check_matches_json(info: PipelineInfo, device_config: bytes) -> None:
+    """A P4Info from another program than the JSON is refused up front (P4Runtime spec: the
+    server verifies the config it is given). BMv2 1.15.5/PI 0.1.2 accept such a pair, then fail
+    on writes; this follows the spec and refuses it as INVALID_ARGUMENT."""
+    why = info.json_mismatch(device_config)
+    if why is not None:
+        raise P4RTError(INVALID_ARGUMENT, f"P4Info does not match the P4 device config: {why}")
 
 
 def device_config_is_json(data: bytes) -> bool:

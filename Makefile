@@ -6,7 +6,7 @@ TARGET ?=
 TARGET_FLAG := $(if $(TARGET),--target $(TARGET),)
 PYTEST_FLAGS ?= -q -ra
 
-.PHONY: setup deps venv run test test-unit test-ptf test-e2e bench lint clean
+.PHONY: setup deps venv run test test-unit test-ptf test-e2e test-reliability bench lint clean
 
 setup: deps venv  ## system packages + venv + editable install
 
@@ -23,8 +23,8 @@ venv: $(BIN)/python
 run:  ## the main job: an emulated fabric on the embedded target, with a report
 	$(BIN)/cellfabric run $(TARGET_FLAG) $(RUN_ARGS)
 
-test:  ## everything CI runs: unit, PTF (each module a test) and Mininet e2e, one pytest run
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/ptfsuite tests/e2e
+test:  ## everything CI runs: unit, PTF (each module a test), Mininet e2e, reliability; one pytest run
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/ptfsuite tests/e2e tests/reliability
 
 test-unit:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit
@@ -35,6 +35,9 @@ test-ptf:  ## real PTF output: one switch, every PTF module (forwarder smoke tes
 
 test-e2e:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
+
+test-reliability:  ## bad-request battery (p4sim, and real BMv2 if ../shared/toolchains), fuzz, kill -9 loop
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/reliability
 
 bench:  ## benchmarks: ratios measured side by side; results in bench/results and the README
 	@mkdir -p bench/results

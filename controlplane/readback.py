@@ -126,13 +126,17 @@ def reconcile_updates(read: ReadFn, updates: Sequence[p4runtime_pb2.Update],
                       intended: IntendedState) -> list[bool | None]:
     """After an ambiguous Write: for each update, was it applied (True/False, or None when the
     switch could not be read)? The intended state is set to what the switch holds for every
-    readable update, whatever the answer."""
+    readable update, whatever the answer; an unreadable DELETE is recorded (a restarted switch
+    must not get back what was being deleted), an unreadable INSERT/MODIFY is not."""
     view = read_view(read, (u.entity for u in updates))
     applied: list[bool | None] = []
     for u in updates:
         ident = identity(u.entity)
         if ident is None or not _readable(view, u.entity):
             applied.append(None)
+            if ident is not None and u.type == Update.DELETE:
+                # Unknown outcome (the switch is gone): never replay what was being deleted.
+                intended.apply(u)
             continue
         held = view.found.get(ident)
         if u.type == Update.DELETE:

@@ -111,15 +111,21 @@ class FabricController:
 
     def set_link(self, link: str, up: bool) -> dict[str, SwitchDiff]:
         """A link (``a-b``) went down or came back: re-plan paths and write the changes."""
-        lk = self.topo.link(link)
-        key = frozenset((lk.a, lk.b))
-        if up:
-            self.down.discard(key)
-        else:
-            self.down.add(key)
+        return self.set_links([link], up)
+
+    def set_links(self, links: list[str], up: bool) -> dict[str, SwitchDiff]:
+        """Several links at once (a switch failure takes all of its links): one re-plan."""
+        for link in links:
+            lk = self.topo.link(link)
+            key = frozenset((lk.a, lk.b))
+            if up:
+                self.down.discard(key)
+            else:
+                self.down.add(key)
         diffs = self.sync()
         changed = [d.describe() for d in diffs.values() if d.writes]
-        self.log(f"link {link} {'up' if up else 'down'}: " + ("; ".join(changed) or "no change"))
+        self.log(f"link {','.join(links)} {'up' if up else 'down'}: "
+                 + ("; ".join(changed) or "no change"))
         return diffs
 
     # -- one switch ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import grpc
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
@@ -113,6 +113,8 @@ class Writes:
                                  or [self._describe_update(u) for u in updates])
             return described
 
+        # Outcomes of failed batches only; whole batches that succeeded are filled in (as OK)
+        # when something failed: a successful write builds no per-update objects.
         outcomes: list[UpdateError] = []
         with self._write_lock:
             for start in range(0, len(updates), WRITE_BATCH):
@@ -123,18 +125,19 @@ class Writes:
                     if record:
                         for u in chunk:
                             self.intended.apply(u)
-                    outcomes += [UpdateError(start + i, 0, "", "") for i in range(len(chunk))]
                     continue
                 per_update = decode_update_errors(err, describe()[start:])
                 if len(per_update) != len(chunk):
-                    self._write_failed(err, updates, start, outcomes, record, describe())
+                    done = _with_successes(outcomes, start)
+                    self._write_failed(err, updates, start, done, record, describe())
                 for outcome in per_update:
                     if outcome.ok and record:
                         self.intended.apply(chunk[outcome.index])
                     outcomes.append(dataclasses.replace(outcome, index=start + outcome.index))
         if any(not o.ok for o in outcomes):
             first = next(o for o in outcomes if not o.ok)
-            raise P4RuntimeError("Write", "UNKNOWN", first.message, tuple(outcomes))
+            raise P4RuntimeError("Write", "UNKNOWN", first.message,
+                                 _with_successes(outcomes, len(updates)))
 
     def _write_chunk(self, req: p4runtime_pb2.WriteRequest) -> grpc.RpcError | None:
         req.device_id = self.device_id
@@ -146,7 +149,7 @@ class Writes:
         return None
 
     def _write_failed(self, err: grpc.RpcError, updates: list[p4runtime_pb2.Update], start: int,
-                      done: list[UpdateError], record: bool, descriptions: list[str]) -> None:
+                      done: Sequence[UpdateError], record: bool, descriptions: list[str]) -> None:
         """A WriteRequest (updates[start:start+WRITE_BATCH]) failed without per-update results.
         A request-level refusal (not primary, no pipeline, bad device...) applied nothing;
         any other error may have applied part of it: read the switch back. Always raises."""
@@ -198,6 +201,12 @@ class Writes:
         u = req.updates.add(type=Update.MODIFY)
         self.codec.to_proto(TableEntry(table=table, is_default=True), out=u.entity)
         self._send_write(req, descriptions=[f"reset default entry of table {table}"])
+
+
+def _with_successes(outcomes: list[UpdateError], count: int) -> tuple[UpdateError, ...]:
+    """Outcomes of updates 0..count-1: those recorded, the rest OK (their batch succeeded)."""
+    known = {o.index: o for o in outcomes}
+    return tuple(known.get(i) or UpdateError(i, 0, "", "") for i in range(count))
 
 
 class Batch:

@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.mininet,
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run_with_failure(spec: str, tmp_path: Path, cc: str = "hpcc"):
-    topo = load_topology(ROOT / "topologies" / "fat-tree.yaml")
+def _run_with_failure(spec: str, tmp_path: Path, cc: str = "hpcc", name: str = "fat-tree"):
+    topo = load_topology(ROOT / "topologies" / f"{name}.yaml")
     topo.fabric = replace(topo.fabric, cc=cc)
     hosts = sorted(topo.hosts, key=lambda h: int(h[1:]))
     # permutation pairs hosts across pods, so every flow crosses the core
@@ -53,3 +53,11 @@ def test_core_switch_failure_reroutes_and_loses_no_message(tmp_path: Path) -> No
     assert all(f"{agg}: " in plan for agg in ("a11", "a21", "a31", "a41"))
     # the failure hit live traffic: cells through c1 were lost and resent
     assert sum(f["retransmits"] for f in m.flows.values()) > 0
+
+
+def test_agg_core_link_failure_with_dual_homed_hosts_loses_no_message(tmp_path: Path) -> None:
+    m = _run_with_failure("a11-c1@0.5", tmp_path, cc="credit", name="fat-tree-dual")
+    assert m.summary["messages_completed"] == m.summary["messages_total"] == 32
+    (failure,) = m.run["failures"]
+    assert failure["links"] == ["a11-c1"] and failure["reroute_s"] is not None
+    assert failure["writes"] > 0  # a11 and c1 (at least) re-planned around the link

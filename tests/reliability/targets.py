@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from netlab.hosts import free_port, tcp_accepts
+from netlab.hosts import NetLab, existing_links, existing_namespaces, free_port, tcp_accepts
 from netlab.targets import _p4sim
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,3 +117,11 @@ class SwitchProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def assert_nothing_left(lab: NetLab, pid: int) -> None:
+    """The lab's namespaces and veths are gone, and so is the switch process."""
+    assert not {n for n in existing_links() if lab.suffix in n}
+    assert not set(lab.namespaces) & existing_namespaces()
+    assert not Path(f"/proc/{pid}").exists() or \
+        Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"

@@ -33,7 +33,7 @@ from fuzzlib import (
     rss_kib,
     truncations,
 )
-from targets import SwitchProcess
+from targets import SwitchProcess, assert_nothing_left
 
 from controlplane.connection import SwitchConnection
 from controlplane.entities import CounterEntry
@@ -41,6 +41,7 @@ from netlab.hosts import NetLab
 from netlab.targets import compile_p4
 
 ROOT = Path(__file__).resolve().parents[2]
+
 ROUNDS = 5  # the valid cells are sent this many times during the fuzz run
 VALID = 200
 PPS = 1500
@@ -82,6 +83,8 @@ def test_fuzzed_frames_never_disturb_valid_cells(program, tmp_path: Path) -> Non
         with sw, SwitchConnection(sw.addr, 1, timeout=20) as conn:
             conn.set_pipeline(*program)
             conn.insert(*leaf_entities(out_port=1))
+            assert sw.proc is not None
+            switch_pid = sw.proc.pid
             tx, rx = ns_socket(ns, h0), Collector(ns_socket(ns, h1))
             try:
                 # Alone, then once through every malformed kind (to warm the switch up).
@@ -111,6 +114,7 @@ def test_fuzzed_frames_never_disturb_valid_cells(program, tmp_path: Path) -> Non
                 rx.stop()
                 tx.close()
             assert sw.proc.poll() is None, "the switch died"
+    assert_nothing_left(lab, switch_pid)
     out = rx.frames
     psns = [psn_of(f) for f in out]
     valid_out = [f for f, p in zip(out, psns) if p is not None and p < VALID]

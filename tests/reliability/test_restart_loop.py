@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from fuzzlib import ROUTER_MAC
-from targets import SwitchProcess
+from targets import SwitchProcess, assert_nothing_left
 
 from controlplane.connection import SwitchConnection
 from controlplane.entities import (
@@ -37,6 +37,7 @@ from netlab.hosts import NetLab, wait_until
 from netlab.targets import compile_p4
 
 ROOT = Path(__file__).resolve().parents[2]
+
 PY = sys.executable
 KILLS = 3
 MESSAGES, SIZE = 200, 8192  # 1,600 cells at 150 cells/s: traffic spans every kill
@@ -171,10 +172,13 @@ def test_kill_restart_resync_loop_under_traffic(program, tmp_path: Path) -> None
                 assert on_switch == routes_intended(conn)  # nothing stale, nothing missing
                 assert churn_key(i) in on_switch
                 assert churn_key(i - 1) not in on_switch, f"deleted route back after kill {i}"
+            assert sw.proc is not None
+            switch_pid = sw.proc.pid
             assert wait_until(lambda: not send.alive(), timeout=120), "sender did not finish"
             assert wait_until(lambda: not recv.alive(), timeout=30), "receiver did not finish"
             resyncs = conn.resync_count
         assert sw.proc is None
+    assert_nothing_left(lab, switch_pid)
     assert sending_at_kill == [True] * KILLS  # every kill hit a running workload
     sent = json.loads((tmp_path / "send.json").read_text())
     assert sent["cells"]["retransmits"] > 0  # cells were lost to the kills, and recovered

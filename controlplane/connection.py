@@ -372,6 +372,8 @@ class SwitchConnection(PacketIO, Writes):
         except grpc.RpcError as err:
             what = ", ".join(codec.describe(e) for e in entities)
             raise rpc_error_to_exception(err, f"Read of {what}", self.addr) from None
+        except ValueError:  # grpc: the channel was closed under us (a reconnect)
+            raise SwitchUnavailableError(f"{self.who}: connection closed during Read") from None
         return out
 
     def read_protos(self, *entities: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
@@ -380,6 +382,8 @@ class SwitchConnection(PacketIO, Writes):
             return [e for r in self._stub_or_raise().Read(req, timeout=30) for e in r.entities]
         except grpc.RpcError as err:
             raise rpc_error_to_exception(err, "Read", self.addr) from None
+        except ValueError:  # grpc: the channel was closed under us (a reconnect)
+            raise SwitchUnavailableError(f"{self.who}: connection closed during Read") from None
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:

@@ -23,6 +23,7 @@ from controlplane.errors import (
     AmbiguousWriteError,
     ControlPlaneError,
     P4RuntimeError,
+    SwitchUnavailableError,
     UpdateError,
     decode_update_errors,
     rpc_error_to_exception,
@@ -146,6 +147,8 @@ class Writes:
             self._stub_or_raise().Write(req, timeout=max(self.timeout, 30))
         except grpc.RpcError as err:
             return err
+        except ValueError:  # grpc: the channel was closed under us (a reconnect): not sent
+            raise SwitchUnavailableError(f"{self.who}: connection closed during Write") from None
         return None
 
     def _write_failed(self, err: grpc.RpcError, updates: list[p4runtime_pb2.Update], start: int,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from fuzzlib import ROUTER_MAC
-from targets import SwitchProcess, assert_nothing_left
+from targets import SwitchProcess, assert_nothing_left, compile_program, toolchain_env
 
 from controlplane.connection import SwitchConnection
 from controlplane.entities import (
@@ -34,7 +34,6 @@ from controlplane.entities import (
 from controlplane.errors import ControlPlaneError
 from hosts.cells import message_bytes, message_crc
 from netlab.hosts import NetLab, wait_until
-from netlab.targets import compile_p4
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,17 +107,25 @@ def batch_in_flight(conn: SwitchConnection, i: int, outcome: list[str]) -> threa
             outcome.append("ok")
         except ControlPlaneError as err:
             outcome.append(type(err).__name__)
+        except Exception as err:  # anything else is a client bug: the test fails on it
+            outcome.append(f"unexpected {type(err).__name__}: {err}")
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
 
 
-@pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    json_path, p4info = compile_p4(ROOT / "p4src" / "fabric.p4",
-                                   tmp_path_factory.mktemp("restart-build"), "embedded")
-    return p4info, json_path
+@pytest.fixture(scope="module", params=["embedded", "bmv2"])
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(target, its environment, fabric.p4 compiled by its own compiler)."""
+    env = None
+    if request.param == "bmv2":
+        env = toolchain_env()
+        if env is None:
+            pytest.skip("real BMv2: no ../shared/toolchains beside the repository")
+    program = compile_program(request.param, tmp_path_factory.mktemp("restart-build"), env,
+                              src=ROOT / "p4src" / "fabric.p4", includes=(ROOT / "p4src",))
+    return request.param, env, program
 
 
 def start_hosts(lab: NetLab, ns: dict[str, str], ports: dict[str, str], tmp: Path):
@@ -137,7 +144,8 @@ def start_hosts(lab: NetLab, ns: dict[str, str], ports: dict[str, str], tmp: Pat
     return send, recv
 
 
-def test_kill_restart_resync_loop_under_traffic(program, tmp_path: Path) -> None:
+def test_kill_restart_resync_loop_under_traffic(target, tmp_path: Path) -> None:
+    name, env, program = target
     base = two_way_leaf()
     with NetLab(prefix="rl") as lab:
         ns = {role: lab.netns(role[0]) for role in MACS}
@@ -146,7 +154,7 @@ def test_kill_restart_resync_loop_under_traffic(program, tmp_path: Path) -> None
             s_end, h_end = lab.veth(f"s{num}", f"h{num}", None, ns[role])
             lab.run(ns[role], ["ip", "link", "set", h_end, "address", MACS[role]])
             ports[role], sw_ports[num] = h_end, s_end
-        sw = SwitchProcess("embedded", None, tmp_path / "switch.log", interfaces=sw_ports)
+        sw = SwitchProcess(name, env, tmp_path / "switch.log", interfaces=sw_ports)
         with sw, SwitchConnection(sw.addr, 1, timeout=20) as conn:
             conn.set_pipeline(*program)
             conn.insert(*base)
@@ -180,6 +188,7 @@ def test_kill_restart_resync_loop_under_traffic(program, tmp_path: Path) -> None
         assert sw.proc is None
     assert_nothing_left(lab, switch_pid)
     assert sending_at_kill == [True] * KILLS  # every kill hit a running workload
+    assert len(in_flight) == KILLS and not [o for o in in_flight if o.startswith("unexpected")]
     sent = json.loads((tmp_path / "send.json").read_text())
     assert sent["cells"]["retransmits"] > 0  # cells were lost to the kills, and recovered
     flows = json.loads((tmp_path / "recv.json").read_text())["flows"]
@@ -189,6 +198,6 @@ def test_kill_restart_resync_loop_under_traffic(program, tmp_path: Path) -> None
     assert [m["index"] for m in log] == list(range(MESSAGES))  # none lost, in order
     assert [m["crc32"] for m in log] == [message_crc(message_bytes(i, SIZE))
                                          for i in range(MESSAGES)]
-    print(f"restart loop: {KILLS} kills, {resyncs} re-syncs, {MESSAGES} messages delivered; "
+    print(f"restart loop on {name}: {KILLS} kills, {resyncs} re-syncs, {MESSAGES} messages delivered; "
           f"batches racing the kills: {in_flight}; sender retransmissions "
           f"{sent['cells']['retransmits']} of {sent['cells']['cells_sent']} cells")

@@ -7,7 +7,7 @@ TARGET_FLAG := $(if $(TARGET),--target $(TARGET),)
 PYTEST_FLAGS ?= -q -ra
 
 .PHONY: setup deps venv run test test-unit test-ptf test-e2e bench lint clean \
-        conformance conformance-expected test-toolchain
+        conformance conformance-expected test-toolchain test-reliability
 
 setup: deps venv  ## system packages + venv + editable install
 
@@ -24,8 +24,8 @@ venv: $(BIN)/python
 run:  ## the main job: an emulated fabric on the embedded target, with a report
 	$(BIN)/cellfabric run $(TARGET_FLAG) $(RUN_ARGS)
 
-test:  ## everything CI runs: unit, PTF (each module a test), Mininet e2e, STF corpus (if ../shared)
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/ptfsuite tests/e2e tests/conformance
+test:  ## everything CI runs: unit, PTF (each module a test), Mininet e2e, reliability, STF corpus (if ../shared)
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/ptfsuite tests/e2e tests/reliability tests/conformance
 
 test-unit:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit
@@ -35,6 +35,9 @@ test-ptf:  ## real PTF output: every PTF module, each on a fresh switch of the c
 
 test-e2e:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
+
+test-reliability:  ## bad-request battery (p4sim, and real BMv2 if ../shared/toolchains), fuzz, kill -9 loop
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/reliability
 
 bench:  ## benchmarks: ratios measured side by side; results in bench/results and the README
 	@mkdir -p bench/results

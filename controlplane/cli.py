@@ -39,6 +39,7 @@ from controlplane.cli_commands import (
     cmd_table,
     cmd_tables,
 )
+from controlplane.cli_diagnose import explain
 from controlplane.cli_fabric import add_parser as add_fabric_parser
 from controlplane.cli_fabric import cmd_fabric
 from controlplane.cli_format import render_table
@@ -202,11 +203,16 @@ def run(argv: list[str]) -> int:
 def run_one(args: argparse.Namespace, target: SwitchAddress) -> Any:
     if args.cmd == "queues":
         return cmd_queues(args, target)
-    with SwitchConnection(target.grpc_addr, target.device_id, _election_id(args.election_id),
-                          name=target.name, reconnect=False, timeout=args.timeout) as sw:
-        if args.cmd == "registers":
-            return cmd_registers(sw, args, lambda: admin_channel(args, target))
-        return COMMANDS[args.cmd](sw, args)
+    election = _election_id(args.election_id)
+    conn = SwitchConnection(target.grpc_addr, target.device_id, election, name=target.name,
+                            reconnect=False, timeout=args.timeout)
+    try:
+        with conn as sw:
+            if args.cmd == "registers":
+                return cmd_registers(sw, args, lambda: admin_channel(args, target))
+            return COMMANDS[args.cmd](sw, args)
+    except ControlPlaneError as err:
+        raise explain(err, target, election, conn.primary_election_id) from None
 
 
 def run_fabric(args: argparse.Namespace) -> int:

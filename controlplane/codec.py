@@ -9,32 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from p4.v1 import p4data_pb2, p4runtime_pb2
+from p4.v1 import p4runtime_pb2
 
 from controlplane import encoding
 from controlplane.entities import (
-    ActionProfileGroup,
-    ActionProfileMember,
-    CloneSession,
-    CounterEntry,
-    DigestConfig,
+    DECODERS,
     DigestList,
-    DirectCounterEntry,
-    DirectMeterEntry,
     Entity,
-    GroupMember,
     MeterConfig,
-    MeterEntry,
-    MulticastGroup,
     PacketIn,
-    RegisterEntry,
-    Replica,
     TableEntry,
+    kind_of,
+    p4data_int,
 )
 from controlplane.errors import EncodeError
 from controlplane.p4info import P4InfoIndex
-
-_PORT_BITS = 32  # watch_port/replica port are opaque bytestrings; BMv2 ports are 9 bits
 
 
 class Codec:
@@ -43,7 +32,7 @@ class Codec:
 
     # ---- actions -----------------------------------------------------------------------------
 
-    def _action(self, out: p4runtime_pb2.Action, action: str, params: dict[str, Any],
+    def fill_action(self, out: p4runtime_pb2.Action, action: str, params: dict[str, Any],
                 where: str, table: str | None = None) -> None:
         """Fill ``out`` in place (protobuf here is pure Python: copies are costly)."""
         ix = self.index
@@ -61,7 +50,7 @@ class Codec:
         for extra in given:
             ix.param(aname, extra)  # raises the "unknown param" error with suggestions
 
-    def _action_from(self, msg: p4runtime_pb2.Action) -> tuple[str, dict[str, int]]:
+    def action_from(self, msg: p4runtime_pb2.Action) -> tuple[str, dict[str, int]]:
         name = self.index.name_of(msg.action_id)
         by_id = {p.id: p.name for p in self.index.params(msg.action_id)}
         return name, {by_id.get(p.param_id, str(p.param_id)): encoding.decode(p.value)
@@ -72,10 +61,10 @@ class Codec:
     def table_entry(self, e: TableEntry, for_read: bool = False,
                     for_delete: bool = False) -> p4runtime_pb2.TableEntry:
         msg = p4runtime_pb2.TableEntry()
-        self._fill_table_entry(msg, e, for_read, for_delete)
+        self.fill_table_entry(msg, e, for_read, for_delete)
         return msg
 
-    def _fill_table_entry(self, msg: p4runtime_pb2.TableEntry, e: TableEntry, for_read: bool,
+    def fill_table_entry(self, msg: p4runtime_pb2.TableEntry, e: TableEntry, for_read: bool,
                           for_delete: bool) -> None:
         ix = self.index
         msg.SetInParent()  # an all-wildcard read is an empty but present table_entry
@@ -121,7 +110,7 @@ class Codec:
         if chosen > 1:
             raise EncodeError(f"{where}: give only one of action, member or group")
         if e.action is not None:
-            self._action(msg.action.action, e.action, e.params, where, tname)
+            self.fill_action(msg.action.action, e.action, e.params, where, tname)
         elif e.member is not None:
             msg.action.action_profile_member_id = e.member
         elif e.group is not None:
@@ -131,7 +120,7 @@ class Codec:
         if e.params and e.action is None:
             raise EncodeError(f"{where}: params given without an action")
         if e.meter is not None:
-            msg.meter_config.CopyFrom(_meter_config(e.meter))
+            msg.meter_config.CopyFrom(e.meter.to_proto())
         if e.counter is not None:
             msg.counter_data.packet_count, msg.counter_data.byte_count = e.counter
         if e.idle_timeout_ns:
@@ -192,7 +181,7 @@ class Codec:
                        metadata=msg.metadata)
         which = msg.action.WhichOneof("type")
         if which == "action":
-            e.action, e.params = self._action_from(msg.action.action)
+            e.action, e.params = self.action_from(msg.action.action)
         elif which == "action_profile_member_id":
             e.member = msg.action.action_profile_member_id
         elif which == "action_profile_group_id":
@@ -200,7 +189,7 @@ class Codec:
         if msg.HasField("counter_data"):
             e.counter = (msg.counter_data.packet_count, msg.counter_data.byte_count)
         if msg.HasField("meter_config"):
-            e.meter = _meter_from(msg.meter_config)
+            e.meter = MeterConfig.from_proto(msg.meter_config)
         return e
 
     # ---- generic entity conversion -------------------------------------------------------------
@@ -208,149 +197,21 @@ class Codec:
     def to_proto(self, e: Entity, for_read: bool = False, for_delete: bool = False,
                  out: p4runtime_pb2.Entity | None = None) -> p4runtime_pb2.Entity:
         """``for_read``: unset names/keys are wildcards; ``for_delete``: no action needed.
-        Fills ``out`` in place when given (e.g. ``request.updates.add().entity``)."""
-        ix = self.index
+        Fills ``out`` in place when given (e.g. ``request.updates.add().entity``). Each entity
+        class encodes itself (controlplane.entities)."""
         if out is None:
             out = p4runtime_pb2.Entity()
-        if isinstance(e, TableEntry):
-            self._fill_table_entry(out.table_entry, e, for_read, for_delete)
-        elif isinstance(e, ActionProfileMember):
-            m = out.action_profile_member
-            m.SetInParent()
-            if e.profile is not None:
-                m.action_profile_id = ix.id("action_profile", e.profile)
-            m.member_id = e.member_id or 0
-            if e.action is not None:
-                self._action(m.action, e.action, e.params,
-                             f"action profile {e.profile} member {e.member_id}")
-            elif not (for_read or for_delete):
-                raise EncodeError(f"action profile {e.profile} member {e.member_id}: "
-                                  "missing action")
-        elif isinstance(e, ActionProfileGroup):
-            g = out.action_profile_group
-            g.SetInParent()
-            if e.profile is not None:
-                g.action_profile_id = ix.id("action_profile", e.profile)
-            g.group_id = e.group_id or 0
-            g.max_size = e.max_size
-            for gm in e.members:
-                pm = g.members.add(member_id=gm.member_id, weight=gm.weight)
-                if gm.watch_port is not None:
-                    pm.watch_port = encoding.encode_value(
-                        gm.watch_port, _PORT_BITS, f"group {e.group_id}: watch_port")
-        elif isinstance(e, MulticastGroup):
-            mg = out.packet_replication_engine_entry.multicast_group_entry
-            mg.SetInParent()
-            mg.multicast_group_id = e.group_id or 0
-            for r in e.replicas:
-                mg.replicas.add(egress_port=r.port, instance=r.instance)
-        elif isinstance(e, CloneSession):
-            cs = out.packet_replication_engine_entry.clone_session_entry
-            cs.SetInParent()
-            cs.session_id = e.session_id or 0
-            cs.class_of_service = e.class_of_service
-            cs.packet_length_bytes = e.packet_length_bytes
-            for r in e.replicas:
-                cs.replicas.add(egress_port=r.port, instance=r.instance)
-        elif isinstance(e, CounterEntry):
-            c = out.counter_entry
-            c.SetInParent()
-            if e.counter is not None:
-                c.counter_id = ix.id("counter", e.counter)
-            if e.index is not None:
-                c.index.index = e.index
-            if not for_read:
-                c.data.packet_count, c.data.byte_count = e.packets, e.bytes
-        elif isinstance(e, DirectCounterEntry):
-            d = out.direct_counter_entry
-            d.SetInParent()
-            self._fill_table_entry(d.table_entry, e.table_entry, True, False)
-            if not for_read:
-                d.data.packet_count, d.data.byte_count = e.packets, e.bytes
-        elif isinstance(e, MeterEntry):
-            me = out.meter_entry
-            me.SetInParent()
-            if e.meter is not None:
-                me.meter_id = ix.id("meter", e.meter)
-            if e.index is not None:
-                me.index.index = e.index
-            if e.config is not None:
-                me.config.CopyFrom(_meter_config(e.config))
-        elif isinstance(e, DirectMeterEntry):
-            dm = out.direct_meter_entry
-            dm.SetInParent()
-            self._fill_table_entry(dm.table_entry, e.table_entry, True, False)
-            if e.config is not None:
-                dm.config.CopyFrom(_meter_config(e.config))
-        elif isinstance(e, RegisterEntry):
-            r = out.register_entry
-            r.SetInParent()
-            if e.register is not None:
-                r.register_id = ix.id("register", e.register)
-            if e.index is not None:
-                r.index.index = e.index
-            if not for_read:
-                width = ix.register_bitwidth(e.register) if e.register is not None else 0
-                r.data.bitstring = encoding.encode_value(
-                    e.value, width, f"register {e.register}[{e.index}]")
-        elif isinstance(e, DigestConfig):
-            d = out.digest_entry
-            d.SetInParent()
-            d.digest_id = ix.id("digest", e.digest)
-            d.config.max_timeout_ns = e.max_timeout_ns
-            d.config.max_list_size = e.max_list_size
-            d.config.ack_timeout_ns = e.ack_timeout_ns
-        else:
+        encode = getattr(e, "encode", None)
+        if encode is None:
             raise EncodeError(f"not a P4Runtime entity: {e!r}")
+        encode(self, out, for_read, for_delete)
         return out
 
     def from_proto(self, msg: p4runtime_pb2.Entity) -> Entity:
-        ix = self.index
-        which = msg.WhichOneof("entity")
-        if which == "table_entry":
-            return self.table_entry_from(msg.table_entry)
-        if which == "action_profile_member":
-            m = msg.action_profile_member
-            action, params = self._action_from(m.action)
-            return ActionProfileMember(ix.name_of(m.action_profile_id), m.member_id, action,
-                                       params)
-        if which == "action_profile_group":
-            g = msg.action_profile_group
-            members = [GroupMember(pm.member_id, pm.weight, _watch_port(pm)) for pm in g.members]
-            return ActionProfileGroup(ix.name_of(g.action_profile_id), g.group_id, members,
-                                      g.max_size)
-        if which == "packet_replication_engine_entry":
-            pre = msg.packet_replication_engine_entry
-            if pre.WhichOneof("type") == "multicast_group_entry":
-                mg = pre.multicast_group_entry
-                return MulticastGroup(mg.multicast_group_id, [_replica(r) for r in mg.replicas])
-            cs = pre.clone_session_entry
-            return CloneSession(cs.session_id, [_replica(r) for r in cs.replicas],
-                                cs.class_of_service, cs.packet_length_bytes)
-        if which == "counter_entry":
-            c = msg.counter_entry
-            return CounterEntry(ix.name_of(c.counter_id), c.index.index, c.data.packet_count,
-                                c.data.byte_count)
-        if which == "direct_counter_entry":
-            d = msg.direct_counter_entry
-            return DirectCounterEntry(self.table_entry_from(d.table_entry), d.data.packet_count,
-                                      d.data.byte_count)
-        if which == "meter_entry":
-            me = msg.meter_entry
-            cfg = _meter_from(me.config) if me.HasField("config") else None
-            return MeterEntry(ix.name_of(me.meter_id), me.index.index, cfg)
-        if which == "direct_meter_entry":
-            dm = msg.direct_meter_entry
-            cfg = _meter_from(dm.config) if dm.HasField("config") else None
-            return DirectMeterEntry(self.table_entry_from(dm.table_entry), cfg)
-        if which == "register_entry":
-            r = msg.register_entry
-            return RegisterEntry(ix.name_of(r.register_id), r.index.index, _p4data_int(r.data))
-        if which == "digest_entry":
-            d = msg.digest_entry
-            return DigestConfig(ix.name_of(d.digest_id), d.config.max_timeout_ns,
-                                d.config.max_list_size, d.config.ack_timeout_ns)
-        raise EncodeError(f"unsupported entity in response: {which}")
+        decode = DECODERS.get(kind_of(msg))
+        if decode is None:
+            raise EncodeError(f"unsupported entity in response: {msg.WhichOneof('entity')}")
+        return decode(self, msg)
 
     # ---- stream messages --------------------------------------------------------------------
 
@@ -379,22 +240,23 @@ class Codec:
         rows = []
         for data in msg.data:
             if data.WhichOneof("data") == "struct":
-                values = [_p4data_int(m) for m in data.struct.members]
+                values = [p4data_int(m) for m in data.struct.members]
             else:
-                values = [_p4data_int(data)]
+                values = [p4data_int(data)]
             rows.append({(fields[i].name if i < len(fields) else str(i)): v
                          for i, v in enumerate(values)})
         return DigestList(name, msg.list_id, rows, msg.timestamp)
 
     # ---- descriptions for error messages -------------------------------------------------------
 
-    def _name(self, kind: str, name: str | None) -> str:
+    def full_name(self, kind: str, name: str | None) -> str:
+        """The P4Info's full name for ``name`` ("*" for a wildcard; as given if unknown)."""
         try:
             return self.index.get(kind, name).preamble.name if name is not None else "*"
         except LookupError:
             return str(name)
 
-    def _fmt_key(self, table: str, field: str, value: Any) -> str:
+    def format_key(self, table: str, field: str, value: Any) -> str:
         if not isinstance(value, encoding.Match | int):
             return str(value)  # as the user wrote it
         try:
@@ -408,31 +270,8 @@ class Codec:
 
     def describe(self, e: Entity) -> str:
         """Short human description for error messages, with fully-qualified names."""
-        if isinstance(e, TableEntry):
-            table = self._name("table", e.table)
-            if e.is_default:
-                return f"default entry of table {table}"
-            keys = " ".join(f"{k}={self._fmt_key(table, k, v)}"
-                            for k, v in e.match.items()) or "(no key)"
-            prio = f" priority={e.priority}" if e.priority else ""
-            return f"table {table} entry {keys}{prio}"
-        if isinstance(e, ActionProfileMember):
-            return f"action profile {self._name('action_profile', e.profile)} member {e.member_id}"
-        if isinstance(e, ActionProfileGroup):
-            return f"action profile {self._name('action_profile', e.profile)} group {e.group_id}"
-        if isinstance(e, MulticastGroup):
-            return f"multicast group {e.group_id}"
-        if isinstance(e, CloneSession):
-            return f"clone session {e.session_id}"
-        if isinstance(e, CounterEntry | MeterEntry | RegisterEntry):
-            kind = type(e).__name__.removesuffix("Entry").lower()
-            index = "*" if e.index is None else e.index
-            return f"{kind} {self._name(kind, getattr(e, kind))}[{index}]"
-        if isinstance(e, DirectCounterEntry | DirectMeterEntry):
-            return f"direct resource of {self.describe(e.table_entry)}"
-        if isinstance(e, DigestConfig):
-            return f"digest {e.digest} config"
-        return repr(e)
+        describe = getattr(e, "describe", None)
+        return describe(self) if describe is not None else repr(e)
 
 
 class _Missing:
@@ -440,34 +279,3 @@ class _Missing:
 
 
 _MISSING = _Missing()
-
-
-def _meter_config(m: MeterConfig) -> p4runtime_pb2.MeterConfig:
-    return p4runtime_pb2.MeterConfig(cir=m.cir, cburst=m.cburst, pir=m.pir, pburst=m.pburst)
-
-
-def _meter_from(m: p4runtime_pb2.MeterConfig) -> MeterConfig:
-    return MeterConfig(m.cir, m.cburst, m.pir, m.pburst)
-
-
-def _replica(r: p4runtime_pb2.Replica) -> Replica:
-    port = encoding.decode(r.port) if r.WhichOneof("port_kind") == "port" else r.egress_port
-    return Replica(port, r.instance)
-
-
-def _watch_port(pm: p4runtime_pb2.ActionProfileGroup.Member) -> int | None:
-    which = pm.WhichOneof("watch_kind")
-    if which == "watch_port":
-        return encoding.decode(pm.watch_port)
-    if which == "watch":
-        return pm.watch
-    return None
-
-
-def _p4data_int(d: p4data_pb2.P4Data) -> int:
-    which = d.WhichOneof("data")
-    if which == "bitstring":
-        return encoding.decode(d.bitstring)
-    if which == "bool":
-        return int(d.bool)
-    return 0

@@ -14,7 +14,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controlplane.codec import Codec
-from controlplane.entities import DigestList, Entity, PacketIn, TableEntry
+from controlplane.entities import DigestList, Entity, PacketIn
 from controlplane.errors import (
     ControlPlaneError,
     NoPipelineError,
@@ -33,8 +33,10 @@ from controlplane.errors import (
 )
 from controlplane.p4info import P4InfoIndex, load_p4info
 from controlplane.packetio import PacketIO
+from controlplane.readback import Verification
 from controlplane.resync import restore_after_restart
 from controlplane.state import IntendedState
+from controlplane.writes import MAX_METADATA, Writes
 
 log = logging.getLogger("controlplane")
 
@@ -49,7 +51,7 @@ class Pipeline:
     cookie: int
 
 
-class SwitchConnection(PacketIO):
+class SwitchConnection(PacketIO, Writes):
     """A typed P4Runtime client for one device.
 
     ``election_id`` is (high, low) as in the spec; the highest id among connected clients is
@@ -60,8 +62,10 @@ class SwitchConnection(PacketIO):
 
     def __init__(self, addr: str, device_id: int = 0, election_id: tuple[int, int] = (0, 1),
                  name: str | None = None, *, reconnect: bool = True,
-                 on_resync: ResyncCallback | None = None, timeout: float = 5.0) -> None:
+                 on_resync: ResyncCallback | None = None, timeout: float = 5.0,
+                 max_metadata: int = MAX_METADATA) -> None:
         self.addr = addr
+        self.max_metadata = max_metadata  # bytes of response metadata accepted (gRPC: 16 KiB)
         self.device_id = device_id
         self.election_id = election_id
         self.name = name or addr
@@ -70,6 +74,8 @@ class SwitchConnection(PacketIO):
         self.timeout = timeout
         self.intended = IntendedState()
         self.resync_count = 0
+        self.primary_election_id: tuple[int, int] | None = None  # from the last arbitration
+        self.last_verification: Verification | None = None  # read-back after the last re-sync
         self.packets_in: queue.Queue[PacketIn] = queue.Queue(maxsize=10000)
         self.digests: queue.Queue[DigestList] = queue.Queue(maxsize=10000)
         self.stream_errors: queue.Queue[p4runtime_pb2.StreamError] = queue.Queue(maxsize=1000)
@@ -135,7 +141,9 @@ class SwitchConnection(PacketIO):
         self._drop_stream()
         channel = grpc.insecure_channel(self.addr, options=[
             ("grpc.max_receive_message_length", 64 << 20),
-            ("grpc.max_send_message_length", 64 << 20)])
+            ("grpc.max_send_message_length", 64 << 20),
+            ("grpc.max_metadata_size", self.max_metadata),
+            ("grpc.absolute_max_metadata_size", self.max_metadata)])
         try:
             grpc.channel_ready_future(channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:
@@ -210,6 +218,8 @@ class SwitchConnection(PacketIO):
         if which == "arbitration":
             arb = resp.arbitration
             self._primary = arb.status.code == 0
+            # The spec has the server send the primary's election id (or the highest seen).
+            self.primary_election_id = (arb.election_id.high, arb.election_id.low)
             self._arbitrated.set()
         elif which == "packet":
             self._on_packet_in(resp.packet)
@@ -271,7 +281,8 @@ class SwitchConnection(PacketIO):
         if not self.is_primary:
             raise NotPrimaryError(
                 f"{what} refused: this client (election id {self.election_id}) is not primary "
-                f"for device {self.device_id} ({self.who})")
+                f"for device {self.device_id} ({self.who}; the primary's election id is "
+                f"{self.primary_election_id})")
 
     def refresh_p4info(self) -> None:
         """Fetch the switch's current P4Info (after another controller pushed a pipeline)."""
@@ -346,96 +357,6 @@ class SwitchConnection(PacketIO):
         cfg = resp.config
         return Pipeline(cfg.p4info, cfg.p4_device_config, cfg.cookie.cookie)
 
-    # ---- writes -----------------------------------------------------------------------------
-
-    def write(self, updates: Iterable[tuple[int, Entity]]) -> None:
-        """One WriteRequest with all ``(Update.INSERT|MODIFY|DELETE, entity)`` pairs. Encoding
-        errors raise before anything is sent; on a server error the updates that succeeded are
-        still recorded in the intended state."""
-        codec = self.codec
-        req = p4runtime_pb2.WriteRequest()
-        sent: list[tuple[int, Entity]] = []
-        for kind, entity in updates:
-            u = req.updates.add()
-            u.type = kind
-            codec.to_proto(entity, for_delete=kind == Update.DELETE, out=u.entity)
-            sent.append((kind, entity))
-        if sent:
-            # Described (as the user named them) only if the write fails: it is not free.
-            self._send_write(req, descriptions=lambda: [
-                f"{Update.Type.Name(k).lower()} {codec.describe(e)}" for k, e in sent])
-
-    def write_protos(self, updates: Iterable[p4runtime_pb2.Update],
-                     descriptions: list[str] | None = None) -> None:
-        """One WriteRequest of prebuilt ``p4.v1.Update`` messages (recorded in the intended
-        state like ``write``). Without ``descriptions`` errors name updates by index."""
-        self._write_raw(list(updates), descriptions=descriptions)
-
-    def _write_raw(self, updates: list[p4runtime_pb2.Update], record: bool = True,
-                   descriptions: list[str] | None = None) -> None:
-        req = p4runtime_pb2.WriteRequest()
-        req.updates.extend(updates)
-        self._send_write(req, record, descriptions)
-
-    def _send_write(self, req: p4runtime_pb2.WriteRequest, record: bool = True,
-                    descriptions: list[str] | Callable[[], list[str]] | None = None) -> None:
-        self._check_primary("Write")
-        req.device_id = self.device_id
-        req.election_id.high, req.election_id.low = self.election_id
-        updates = req.updates
-        with self._write_lock:
-            try:
-                self._stub_or_raise().Write(req, timeout=max(self.timeout, 30))
-            except grpc.RpcError as err:
-                if descriptions is None:  # prebuilt protos: describe them only on failure
-                    descriptions = [self._describe_update(u) for u in updates]
-                elif callable(descriptions):
-                    descriptions = descriptions()
-                exc = rpc_error_to_exception(err, "Write", self.addr, descriptions)
-                per_update = getattr(exc, "updates", ())
-                if record and per_update:
-                    for outcome in per_update:
-                        if outcome.ok and outcome.index < len(updates):
-                            self.intended.apply(updates[outcome.index])
-                raise exc from None
-            if record:
-                for u in updates:
-                    self.intended.apply(u)
-
-    def _describe_update(self, u: p4runtime_pb2.Update) -> str:
-        kind = Update.Type.Name(u.type).lower()
-        try:
-            return f"{kind} {self.codec.describe(self.codec.from_proto(u.entity))}"
-        except ControlPlaneError:
-            return f"{kind} {u.entity.WhichOneof('entity')}"
-
-    def insert(self, *entities: Entity) -> None:
-        self.write((Update.INSERT, e) for e in entities)
-
-    def modify(self, *entities: Entity) -> None:
-        self.write((Update.MODIFY, e) for e in entities)
-
-    def delete(self, *entities: Entity) -> None:
-        self.write((Update.DELETE, e) for e in entities)
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[Batch]:
-        """``with conn.batch() as b: b.insert(...)``: everything goes in one WriteRequest when
-        the block exits without an exception."""
-        b = Batch()
-        yield b
-        self.write(b.updates)
-
-    def set_default(self, table: str, action: str, **params: object) -> None:
-        self.modify(TableEntry(table=table, action=action, params=params, is_default=True))
-
-    def reset_default(self, table: str) -> None:
-        """Back to the P4 program's default action (MODIFY of the default with no action)."""
-        req = p4runtime_pb2.WriteRequest()
-        u = req.updates.add(type=Update.MODIFY)
-        self.codec.to_proto(TableEntry(table=table, is_default=True), out=u.entity)
-        self._send_write(req, descriptions=[f"reset default entry of table {table}"])
-
     # ---- reads ------------------------------------------------------------------------------
 
     def read(self, *entities: Entity) -> list[Entity]:
@@ -451,6 +372,8 @@ class SwitchConnection(PacketIO):
         except grpc.RpcError as err:
             what = ", ".join(codec.describe(e) for e in entities)
             raise rpc_error_to_exception(err, f"Read of {what}", self.addr) from None
+        except ValueError:  # grpc: the channel was closed under us (a reconnect)
+            raise SwitchUnavailableError(f"{self.who}: connection closed during Read") from None
         return out
 
     def read_protos(self, *entities: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
@@ -459,20 +382,8 @@ class SwitchConnection(PacketIO):
             return [e for r in self._stub_or_raise().Read(req, timeout=30) for e in r.entities]
         except grpc.RpcError as err:
             raise rpc_error_to_exception(err, "Read", self.addr) from None
-
-
-class Batch:
-    def __init__(self) -> None:
-        self.updates: list[tuple[int, Entity]] = []
-
-    def insert(self, *entities: Entity) -> None:
-        self.updates.extend((Update.INSERT, e) for e in entities)
-
-    def modify(self, *entities: Entity) -> None:
-        self.updates.extend((Update.MODIFY, e) for e in entities)
-
-    def delete(self, *entities: Entity) -> None:
-        self.updates.extend((Update.DELETE, e) for e in entities)
+        except ValueError:  # grpc: the channel was closed under us (a reconnect)
+            raise SwitchUnavailableError(f"{self.who}: connection closed during Read") from None
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:

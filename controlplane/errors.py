@@ -91,6 +91,26 @@ class P4RuntimeError(ControlPlaneError):
                 f"{first.message or '(no message)'}{more}")
 
 
+class AmbiguousWriteError(P4RuntimeError):
+    """A Write failed without per-update results (RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, a broken
+    connection...): the switch was read back to learn which updates it applied. ``applied[i]``
+    is True/False for update i, or None when the switch could not be read."""
+
+    def __init__(self, rpc: str, code: str, message: str,
+                 applied: tuple[bool | None, ...]) -> None:
+        self.applied = applied
+        super().__init__(rpc, code, message)
+
+    def _one_line(self) -> str:
+        known = [a for a in self.applied if a is not None]
+        if len(known) == len(self.applied):
+            back = f"read back: {sum(known)} of {len(self.applied)} updates applied"
+        else:
+            back = (f"read back: {sum(known)} of {len(self.applied)} updates applied, "
+                    f"{len(self.applied) - len(known)} unknown (switch not readable)")
+        return f"{super()._one_line()} ({back})"
+
+
 def _status_details(err: grpc.RpcError) -> status_pb2.Status | None:
     trailing = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
     for key, value in trailing or ():

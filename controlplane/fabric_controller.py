@@ -109,17 +109,35 @@ class FabricController:
         self.fabric.run(lambda c: self._apply(c, diffs[c.name]), "write")
         return diffs
 
+    def _sync_replanned(self) -> dict[str, SwitchDiff]:
+        """Re-plan, then read and write only the switches whose plan changed: a reroute must
+        not wait for every switch of the fabric to be read (``sync`` still checks them all)."""
+        with self._lock:
+            before = self.plans
+            self.plans = plan_fabric(self.topo, self.down, self.priority_queues)
+            changed = {n for n, plan in self.plans.items() if before.get(n) != plan}
+            diffs = self.fabric.run(lambda c: self._diff_switch(c.name, c)
+                                    if c.name in changed else SwitchDiff(c.name), "read")
+        self.fabric.run(lambda c: self._apply(c, diffs[c.name]), "write")
+        return diffs
+
     def set_link(self, link: str, up: bool) -> dict[str, SwitchDiff]:
         """A link (``a-b``) went down or came back: re-plan paths and write the changes."""
-        lk = self.topo.link(link)
-        key = frozenset((lk.a, lk.b))
-        if up:
-            self.down.discard(key)
-        else:
-            self.down.add(key)
-        diffs = self.sync()
+        return self.set_links([link], up)
+
+    def set_links(self, links: list[str], up: bool) -> dict[str, SwitchDiff]:
+        """Several links at once (a switch failure takes all of its links): one re-plan."""
+        for link in links:
+            lk = self.topo.link(link)
+            key = frozenset((lk.a, lk.b))
+            if up:
+                self.down.discard(key)
+            else:
+                self.down.add(key)
+        diffs = self._sync_replanned()
         changed = [d.describe() for d in diffs.values() if d.writes]
-        self.log(f"link {link} {'up' if up else 'down'}: " + ("; ".join(changed) or "no change"))
+        self.log(f"link {','.join(links)} {'up' if up else 'down'}: "
+                 + ("; ".join(changed) or "no change"))
         return diffs
 
     # -- one switch ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ protobuf), :mod:`~controlplane.connection` + :mod:`~controlplane.packetio` (RPCs
 """
 
 from controlplane.codec import Codec
-from controlplane.connection import Batch, Pipeline, SwitchConnection, Update
+from controlplane.connection import Pipeline, SwitchConnection
 from controlplane.encoding import Match, format_match, format_value, parse_match
 from controlplane.entities import (
     ActionProfileGroup,
@@ -46,6 +46,7 @@ from controlplane.errors import (
 )
 from controlplane.fabric import Fabric, FabricError
 from controlplane.p4info import P4InfoIndex, load_p4info
+from controlplane.writes import Batch, Update
 
 __all__ = [
     "ActionProfileGroup", "ActionProfileMember", "Batch", "CloneSession", "Codec",

@@ -21,20 +21,26 @@ _ORDER = ["digest_entry", "action_profile_member", "action_profile_group", "tabl
           "default_entry", "packet_replication_engine_entry", "meter_entry",
           "direct_meter_entry", "register_entry"]
 
+# Defaults, meters and registers always exist on a pipeline: they are modified, not inserted.
+MODIFIED_ON_REPLAY = frozenset({"default_entry", "meter_entry", "direct_meter_entry",
+                                "register_entry"})
+
 
 def _field_key(fm: p4runtime_pb2.FieldMatch) -> tuple:
     # Plain attribute reads: protobuf is pure Python here, and serializing costs far more.
+    # Values are keyed as numbers (leading zero bytes stripped): an entry read back from a
+    # server that pads its bytestrings must have the identity of the one written canonically.
     which = fm.WhichOneof("field_match_type")
     if which == "exact":
-        return fm.field_id, which, fm.exact.value
+        return fm.field_id, which, fm.exact.value.lstrip(b"\0")
     if which == "lpm":
-        return fm.field_id, which, fm.lpm.value, fm.lpm.prefix_len
+        return fm.field_id, which, fm.lpm.value.lstrip(b"\0"), fm.lpm.prefix_len
     if which == "ternary":
-        return fm.field_id, which, fm.ternary.value, fm.ternary.mask
+        return fm.field_id, which, fm.ternary.value.lstrip(b"\0"), fm.ternary.mask.lstrip(b"\0")
     if which == "range":
-        return fm.field_id, which, fm.range.low, fm.range.high
+        return fm.field_id, which, fm.range.low.lstrip(b"\0"), fm.range.high.lstrip(b"\0")
     if which == "optional":
-        return fm.field_id, which, fm.optional.value
+        return fm.field_id, which, fm.optional.value.lstrip(b"\0")
     return fm.field_id, which, fm.SerializeToString()
 
 
@@ -105,8 +111,6 @@ class IntendedState:
         with self._lock:
             snapshot = [(k, list(self._entities[k].values())) for k in _ORDER]
         for kind, entities in snapshot:
-            # Defaults, meters and registers always exist on a pipeline: they are modified.
-            modify = kind in ("default_entry", "meter_entry", "direct_meter_entry",
-                              "register_entry")
+            modify = kind in MODIFIED_ON_REPLAY
             for e in entities:
                 yield Update(type=Update.MODIFY if modify else Update.INSERT, entity=e)

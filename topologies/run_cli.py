@@ -43,20 +43,31 @@ TOPOLOGY_HELP = ("topology file, shipped name (leaf-spine, fat-tree, ...) or gen
                  + SPEC_HELP + "; default leaf-spine")
 
 
-_FAIL = re.compile(r"^(?P<link>[a-z0-9]+-[a-z0-9]+)@(?P<down>[\d.]+)(?::(?P<up>[\d.]+))?$")
+_FAIL = re.compile(r"^(?P<what>[a-z0-9]+(?:-[a-z0-9]+)?)@(?P<down>[\d.]+)(?::(?P<up>[\d.]+))?$")
+FAIL_HELP = ("LINK@T[:T_UP] or SWITCH@T[:T_UP]: bring a link (a-b) down, or a switch (all of "
+             "its links: a switch failure), at T seconds into the workload, and up at T_UP")
 
 
-def parse_fail(spec: str):
+def parse_fail(spec: str, topo=None):
+    """``l1-s1@2:5`` (a link) or, with the topology, ``c1@2`` (every link of switch c1)."""
     from topologies.runner import LinkEvent
 
     m = _FAIL.match(spec)
     if not m:
-        raise ValueError(f"--fail '{spec}': expected LINK@SECONDS[:UP_SECONDS], e.g. l1-s1@2:5")
-    events = [LinkEvent(m["link"], float(m["down"]), up=False)]
+        raise ValueError(f"--fail '{spec}': expected LINK@SECONDS[:UP_SECONDS] (e.g. l1-s1@2:5) "
+                         "or SWITCH@SECONDS[:UP_SECONDS] (e.g. c1@2)")
+    what = m["what"]
+    links: tuple[str, ...] = (what,)
+    if "-" not in what:
+        if topo is None or what not in topo.switches:
+            known = ", ".join(topo.switches) if topo is not None else "?"
+            raise ValueError(f"--fail '{spec}': no switch '{what}' (switches: {known})")
+        links = tuple(f"{lk.a}-{lk.b}" for lk in topo.links if what in (lk.a, lk.b))
+    events = [LinkEvent(what, float(m["down"]), up=False, links=links)]
     if m["up"]:
         if float(m["up"]) <= float(m["down"]):
             raise ValueError(f"--fail '{spec}': the link must come up after it went down")
-        events.append(LinkEvent(m["link"], float(m["up"]), up=True))
+        events.append(LinkEvent(what, float(m["up"]), up=True, links=links))
     return events
 
 
@@ -71,8 +82,8 @@ def run_main(argv: list[str]) -> int:
     ap.add_argument("--size", type=int, default=256 * 1024, help="message bytes (default 256 KiB)")
     ap.add_argument("--count", type=int, default=2, help="messages per flow (default 2)")
     ap.add_argument("--senders", type=int, default=None, help="incast: number of senders")
-    ap.add_argument("--fail", action="append", default=[], metavar="LINK@T[:T_UP]",
-                    help="bring a link down at T seconds into the workload (and up at T_UP)")
+    ap.add_argument("--fail", action="append", default=[], metavar="LINK|SWITCH@T[:T_UP]",
+                    help=FAIL_HELP)
     ap.add_argument("--pcap", action="store_true", help="per-port pcaps under the run folder")
     ap.add_argument("--switch-log", action="store_true",
                     help="switch packet logs under the run folder (BMv2: info level, at most "
@@ -92,9 +103,10 @@ def run_main(argv: list[str]) -> int:
         leaf_of = {h: topo.hosts[h].leaves[0] for h in hosts}
         workload = make_workload(args.workload, hosts, args.size, args.count,
                                  senders=args.senders, leaf_of=leaf_of, seed=args.seed)
-        events = [ev for spec in args.fail for ev in parse_fail(spec)]
+        events = [ev for spec in args.fail for ev in parse_fail(spec, topo)]
         for ev in events:
-            topo.link(ev.link)
+            for link in ev.links:
+                topo.link(link)
         run_dir = Path(args.results) / time.strftime(
             f"%Y%m%d-%H%M%S-{topo.name}-{args.workload}-{topo.fabric.spray}-{topo.fabric.cc}")
         cfg = RunConfig(topo=topo, target=target, workload=workload, cc=topo.fabric.cc,

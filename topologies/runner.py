@@ -43,9 +43,14 @@ class RunError(RuntimeError):
 
 @dataclass
 class LinkEvent:
-    link: str
+    link: str  # what was named: a link "a-b" or a switch
     at_s: float
     up: bool
+    links: tuple[str, ...] = ()  # the links it takes down or up (default: ``link`` itself)
+
+    def __post_init__(self) -> None:
+        if not self.links:
+            self.links = (self.link,)
 
 
 @dataclass
@@ -80,6 +85,7 @@ class FabricRun:
         self.steps: list[StepPlan] = []
         self.step_times: list[dict[str, Any]] = []
         self.event_log: list[dict[str, Any]] = []
+        self.failures: list[dict[str, Any]] = []  # injected failures and their reroute times
         self.t0 = 0.0
         self.collector: Any = None
         self.load_before: linkload.Snapshot | None = None
@@ -172,14 +178,29 @@ class FabricRun:
         time.sleep(1.0)
 
     def _link_event(self, ev: LinkEvent) -> None:
+        """Take the links down (or up) in Mininet, then let the controller re-plan; the time
+        from the injection to the last switch written is the reroute time."""
         assert self.fnet is not None and self.controller is not None
-        self.fnet.set_link(ev.link, ev.up)
-        self.event_log.append({"t": time.time(), "event": f"link {ev.link} "
+        t_inject = time.time()
+        for link in ev.links:
+            self.fnet.set_link(link, ev.up)
+        what = ev.link if len(ev.links) == 1 else f"{ev.link} ({len(ev.links)} links)"
+        self.event_log.append({"t": t_inject, "event": f"link {what} "
                                f"{'up' if ev.up else 'down'} (injected)"})
+        record: dict[str, Any] = {"what": ev.link, "links": list(ev.links), "up": ev.up,
+                                  "at_s": t_inject - self.t0, "reroute_s": None, "writes": 0}
         try:
-            self.controller.set_link(ev.link, ev.up)
+            diffs = self.controller.set_links(list(ev.links), ev.up)
         except Exception as exc:
             self.event_log.append({"t": time.time(), "event": f"controller: {exc}"})
+        else:
+            record["reroute_s"] = time.time() - t_inject
+            record["writes"] = sum(d.writes for d in diffs.values())
+            self.event_log.append({"t": time.time(), "event": (
+                f"link {what} {'up' if ev.up else 'down'}: rerouted in "
+                f"{1000 * record['reroute_s']:.0f} ms (controller wrote {record['writes']} "
+                f"updates on {sum(1 for d in diffs.values() if d.writes)} switches)")})
+        self.failures.append(record)
 
     def _start(self, hp, log: Path) -> None:
         assert self.fnet is not None
@@ -229,6 +250,7 @@ class FabricRun:
             "name": cfg.run_dir.name, "topology": topo.name, "target": cfg.target,
             "workload": cfg.workload.name, "cc": cfg.cc, "spray": topo.fabric.spray,
             "cell_size": topo.fabric.cell_size, "t0": self.t0, "events": self.event_log,
+            "failures": self.failures,
         })
         if self.monitor is not None:
             m.links = self.monitor.link_samples()
@@ -254,6 +276,13 @@ class FabricRun:
                     drops["malformed"] = sum(int(v.get("rx_dropped_malformed", 0))
                                              for v in ports.values())
             m.drops[name] = drops
+        # A port whose link was failed on purpose cannot serve its rate: not the machine's fault.
+        excluded = self._failed_ports()
+        for name, ports in excluded.items():
+            for port in ports:
+                service.get(name, {}).pop(port, None)
+        if excluded:
+            m.run["validity_excluded_ports"] = {n: sorted(p) for n, p in excluded.items()}
         m.run["invalid_reasons"] = service_problems(service)
         if self.load_before is not None and self.load_after is not None:
             # The window runs from the first sender's start (the counters before it saw only
@@ -276,6 +305,19 @@ class FabricRun:
                                      if x["step"] == st["step"]), default=None)
             m.steps = self.step_times
         return m
+
+    def _failed_ports(self) -> dict[str, set[int]]:
+        """Switch ports at either end of a link that an injected failure took down."""
+        out: dict[str, set[int]] = {}
+        for failure in self.failures:
+            if failure["up"]:
+                continue
+            for link in failure["links"]:
+                lk = self.topo.link(link)
+                for node, peer in ((lk.a, lk.b), (lk.b, lk.a)):
+                    if node in self.topo.switches:
+                        out.setdefault(node, set()).update(self.topo.port_of(node, peer))
+        return out
 
     def _collect_hosts(self, m: RunMetrics) -> None:
         topo = self.topo

@@ -175,6 +175,8 @@ def test_unreachable_switch_and_not_primary(sw: Target, capsys, tmp_path: Path) 
     with SwitchConnection(sw.addr, election_id=(0, 100)):  # another controller is primary
         rc, _, err = ctl(sw, capsys, "table", "add", "ipv4_lpm", *ROUTE)
         assert rc == 2 and "not primary" in err and err.count("\n") == 1
+        assert "the primary's election id is (0, 100)" in err
+        assert "pass --election-id 0,101 or higher to take over" in err
         assert ctl(sw, capsys, "table", "dump", "ipv4_lpm")[0] == 0  # backups may read
     assert dump(sw, capsys) == []
 
@@ -381,3 +383,23 @@ def test_election_id_in_use_is_a_clear_error(sw: Target, capsys) -> None:
         assert "INVALID_ARGUMENT" in err and "another client holds election id (0, 1)" in err
         rc, _, _ = ctl(sw, capsys, "--election-id", "0,2", "tables")
         assert rc == 0
+
+
+def test_device_id_mismatch_names_the_served_device(target: Target, capsys,
+                                                    tmp_path: Path) -> None:
+    """The runner starts switch N as device N while fabricctl defaults to device 0: the error
+    says so instead of PI's bare "Error when trying to assign device"."""
+    with P4simSwitch(device_id=1, log=tmp_path / "dev1.log") as dev1:
+        push = ["pipeline", "push", str(target.p4info), str(target.json)]
+        rc = main(["--switch", dev1.addr, *push])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1
+        assert f"switch at {dev1.addr} refused device id 0 (UNKNOWN: Error when trying to " \
+               "assign device): it was started with another --device-id" in err
+        assert main(["--switch", f"{dev1.addr},1", *push]) == 0
+        capsys.readouterr()
+        rc = main(["--switch", dev1.addr, "tables"])
+        err = capsys.readouterr().err
+        assert rc == 2 and err == (
+            f"fabricctl: error: switch at {dev1.addr} has no pipeline on device id 0 but has "
+            f"one on device id 1: pass --device-id 1 (or --switch {dev1.addr},1)\n")

@@ -149,6 +149,25 @@ def test_link_failure_updates_only_affected_groups(leaf_spine_switches, fabric_b
     assert sum(d.writes for d in ctl.sync().values()) == 0
 
 
+def test_reroute_reads_only_the_switches_whose_plan_changed(leaf_spine_switches,
+                                                            fabric_build) -> None:
+    """A failure re-plans the fabric but reads and writes only the switches it changes (the
+    reroute does not wait for every switch); the result equals a full sync's."""
+    topo, _, fabric = leaf_spine_switches
+    json_path, p4info = fabric_build
+    ctl = FabricController(topo, fabric, p4info, json_path, log=lambda _: None)
+    ctl.up()
+    before = dict(ctl.plans)
+    reads: list[str] = []
+    for name, conn in fabric.connections.items():
+        real = conn.read_protos
+        conn.read_protos = lambda *e, _n=name, _r=real: (reads.append(_n), _r(*e))[1]
+    ctl.set_links(["l1-s1"], up=False)
+    changed = {n for n in ctl.plans if ctl.plans[n] != before[n]}
+    assert changed and set(reads) == changed != set(fabric.connections)
+    assert sum(d.writes for d in ctl.sync().values()) == 0  # nothing left for a full sync
+
+
 def test_switch_restart_is_resynced(leaf_spine_switches, fabric_build):
     topo, sw, fabric = leaf_spine_switches
     json_path, p4info = fabric_build

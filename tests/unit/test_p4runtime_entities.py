@@ -274,6 +274,28 @@ def test_meters(sw):
     assert [e.canonical_code for e in errs] == [code_pb2.INVALID_ARGUMENT] * 2
 
 
+def test_meter_rates_checked_as_pi_and_bmv2_do(sw):
+    """PI refuses a field below -1 (INVALID_ARGUMENT, per field); BMv2 refuses a committed rate
+    above the peak rate, -1 counting as the largest rate (UNKNOWN, the target's error)."""
+    mid = sw.obj_id("meters", "MyIngress.port_meter")
+
+    def meter(cir, cburst, pir, pburst):
+        m = p4rt.MeterEntry(meter_id=mid)
+        m.index.index = 1
+        m.config.cir, m.config.cburst, m.config.pir, m.config.pburst = cir, cburst, pir, pburst
+        return update(MODIFY, meter_entry=m)
+
+    errs = fail(sw, meter(10, 10, 5, 10), meter(-1, 10, 5, 10), meter(-2, 1, 5, 1),
+                meter(1, 1, -5, 1), meter(5, 10, -1, 10), meter(10, 10, 20, 10))
+    assert [(e.canonical_code, e.message) for e in errs] == [
+        (code_pb2.UNKNOWN, "Error when writing meter spec"),
+        (code_pb2.UNKNOWN, "Error when writing meter spec"),
+        (code_pb2.INVALID_ARGUMENT, "Negative meter CIR"),
+        (code_pb2.INVALID_ARGUMENT, "Negative meter PIR"),
+        (code_pb2.OK, ""), (code_pb2.OK, "")]
+    assert sw.dp.meter_get("MyIngress.port_meter", 1) == api.MeterConfig(10, 10, 20, 10)
+
+
 def register(sw, index=None, value=None):
     r = p4rt.RegisterEntry(register_id=sw.obj_id("registers", "MyIngress.reg"))
     if index is not None:

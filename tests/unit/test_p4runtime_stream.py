@@ -154,6 +154,14 @@ def test_packet_out_from_backup_or_with_bad_metadata_is_dropped(sw):
         time.sleep(0.01)
     time.sleep(0.1)
     assert sw.packet_outs == [(3 << 7).to_bytes(2, "big") + b"marker"]
+    # Not silently: each rejected packet-out comes back to its sender as a StreamError.
+    errors = [a.get("error") for _ in range(2)]
+    assert [(e.error.canonical_code, e.error.message) for e in errors] == [
+        (code_pb2.INVALID_ARGUMENT, "Unknown metadata id in PacketOut message"),
+        (code_pb2.INVALID_ARGUMENT, errors[1].error.message)]
+    assert errors[0].error.packet_out.packet_out.metadata[0].metadata_id == 9
+    assert sw.handle.device.packet_out_rejected == 2
+    assert b.nothing("error")
 
 
 def test_packet_in_metadata_decoded_and_sent_to_primary_only(sw):

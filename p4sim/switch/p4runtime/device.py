@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from google.rpc import status_pb2
 from p4.v1 import p4runtime_pb2 as p4rt
@@ -33,6 +35,38 @@ Action = p4rt.SetForwardingPipelineConfigRequest
 ResponseType = p4rt.GetForwardingPipelineConfigRequest
 
 NOT_PRIMARY = P4RTError(PERMISSION_DENIED, "Not primary")
+
+# Entity handlers by the Entity oneof they serve: (ctx, update type, message) for writes,
+# (ctx, message, out) for reads. Digest configs belong to the device's digest manager.
+WRITERS: dict[str, Callable[[Context, int, Any], None]] = {
+    "table_entry": tables.table_write,
+    "action_profile_member": entities.member_write,
+    "action_profile_group": entities.group_write,
+    "meter_entry": entities.meter_write,
+    "direct_meter_entry": direct.direct_meter_write,
+    "counter_entry": entities.counter_write,
+    "direct_counter_entry": direct.direct_counter_write,
+    "packet_replication_engine_entry": entities.pre_write,
+    "register_entry": entities.register_write,
+}
+READERS: dict[str, Callable[[Context, Any, list[p4rt.Entity]], None]] = {
+    "table_entry": tables.table_read,
+    "action_profile_member": entities.member_read,
+    "action_profile_group": entities.group_read,
+    "meter_entry": entities.meter_read,
+    "direct_meter_entry": direct.direct_meter_read,
+    "counter_entry": entities.counter_read,
+    "direct_counter_entry": direct.direct_counter_read,
+    "packet_replication_engine_entry": entities.pre_read,
+    "register_entry": entities.register_read,
+}
+UNSUPPORTED_WRITES = {
+    "value_set_entry": P4RTError(UNIMPLEMENTED, "ValueSet writes are not supported yet"),
+    "extern_entry": P4RTError(UNIMPLEMENTED, "No extern support yet"),
+}
+UNSUPPORTED_READS = {
+    "value_set_entry": P4RTError(UNIMPLEMENTED, "ValueSet reads are not supported yet"),
+}
 NO_PIPELINE = P4RTError(FAILED_PRECONDITION, "No forwarding pipeline config set for this device")
 
 
@@ -48,6 +82,7 @@ class Device:
         self.config: p4rt.ForwardingPipelineConfig | None = None  # p4info + cookie, as set
         self.digests: DigestManager | None = None
         self.staged: tuple[PipelineInfo, p4rt.ForwardingPipelineConfig] | None = None
+        self.packet_out_rejected = 0  # malformed packet-outs, dropped and reported
         dp.set_packet_in_handler(self._on_packet_in)
         dp.set_digest_handler(self._on_digest)
 
@@ -79,6 +114,7 @@ class Device:
         info = None
         if action != Action.COMMIT:
             info = PipelineInfo(req.config.p4info)
+            check_matches_json(info, req.config.p4_device_config)
         if action == Action.VERIFY:
             return
         if req.device_id != self.device_id:  # BMv2 refuses to be assigned another device id
@@ -229,35 +265,15 @@ class Device:
     def _apply(self, upd: p4rt.Update) -> None:
         ctx = self.ctx
         assert ctx is not None
-        ent, utype = upd.entity, upd.type
-        kind = ent.WhichOneof("entity")
-        if kind == "table_entry":
-            tables.table_write(ctx, utype, ent.table_entry)
-        elif kind == "action_profile_member":
-            entities.member_write(ctx, utype, ent.action_profile_member)
-        elif kind == "action_profile_group":
-            entities.group_write(ctx, utype, ent.action_profile_group)
-        elif kind == "meter_entry":
-            entities.meter_write(ctx, utype, ent.meter_entry)
-        elif kind == "direct_meter_entry":
-            direct.direct_meter_write(ctx, utype, ent.direct_meter_entry)
-        elif kind == "counter_entry":
-            entities.counter_write(ctx, utype, ent.counter_entry)
-        elif kind == "direct_counter_entry":
-            direct.direct_counter_write(ctx, utype, ent.direct_counter_entry)
-        elif kind == "packet_replication_engine_entry":
-            entities.pre_write(ctx, utype, ent.packet_replication_engine_entry)
-        elif kind == "register_entry":
-            entities.register_write(ctx, utype, ent.register_entry)
-        elif kind == "digest_entry":
+        kind = upd.entity.WhichOneof("entity")
+        if kind == "digest_entry":  # handled by the digest manager, not the context
             assert self.digests is not None
-            self.digests.config_write(utype, ent.digest_entry)
-        elif kind == "value_set_entry":
-            raise P4RTError(UNIMPLEMENTED, "ValueSet writes are not supported yet")
-        elif kind == "extern_entry":
-            raise P4RTError(UNIMPLEMENTED, "No extern support yet")
-        else:
-            raise P4RTError(UNKNOWN, "Incorrect entity type")
+            self.digests.config_write(upd.type, upd.entity.digest_entry)
+            return
+        write = WRITERS.get(kind or "")
+        if write is None:
+            raise UNSUPPORTED_WRITES.get(kind or "", P4RTError(UNKNOWN, "Incorrect entity type"))
+        write(ctx, upd.type, getattr(upd.entity, kind))
 
     # ---- Read -----------------------------------------------------------------------------------
 
@@ -281,31 +297,14 @@ class Device:
         ctx = self.ctx
         assert ctx is not None
         kind = ent.WhichOneof("entity")
-        if kind == "table_entry":
-            tables.table_read(ctx, ent.table_entry, out)
-        elif kind == "action_profile_member":
-            entities.member_read(ctx, ent.action_profile_member, out)
-        elif kind == "action_profile_group":
-            entities.group_read(ctx, ent.action_profile_group, out)
-        elif kind == "meter_entry":
-            entities.meter_read(ctx, ent.meter_entry, out)
-        elif kind == "direct_meter_entry":
-            direct.direct_meter_read(ctx, ent.direct_meter_entry, out)
-        elif kind == "counter_entry":
-            entities.counter_read(ctx, ent.counter_entry, out)
-        elif kind == "direct_counter_entry":
-            direct.direct_counter_read(ctx, ent.direct_counter_entry, out)
-        elif kind == "packet_replication_engine_entry":
-            entities.pre_read(ctx, ent.packet_replication_engine_entry, out)
-        elif kind == "register_entry":
-            entities.register_read(ctx, ent.register_entry, out)
-        elif kind == "digest_entry":
+        if kind == "digest_entry":
             assert self.digests is not None
             self.digests.config_read(ent.digest_entry, out)
-        elif kind == "value_set_entry":
-            raise P4RTError(UNIMPLEMENTED, "ValueSet reads are not supported yet")
-        else:
-            raise P4RTError(UNKNOWN, "Incorrect entity type")
+            return
+        read = READERS.get(kind or "")
+        if read is None:
+            raise UNSUPPORTED_READS.get(kind or "", P4RTError(UNKNOWN, "Incorrect entity type"))
+        read(ctx, getattr(ent, kind), out)
 
     # ---- stream ---------------------------------------------------------------------------------
 
@@ -324,10 +323,23 @@ class Device:
                 frame = packet_out_frame(ctx.info, req.packet)
                 self.dp.packet_out(frame)
             except (P4RTError, ApiError) as err:
-                # PI's stream error reporting is off by default: the packet is dropped
-                log.warning("PacketOut dropped: %s", getattr(err, "message", err))
+                self._reject_packet_out(conn, req.packet, err)
         elif kind == "digest_ack" and digests is not None:
             digests.ack(req.digest_ack)
+
+    def _reject_packet_out(self, conn: Connection, packet: p4rt.PacketOut,
+                           err: P4RTError | ApiError) -> None:
+        """A packet-out that does not fit the controller header is dropped, counted, and
+        reported on the sender's stream as a StreamError carrying the packet (what PI does
+        with stream error reporting DETAILED; PI's default, DISABLED, drops it silently)."""
+        code = err.code if isinstance(err, P4RTError) else int(err.code)
+        self.packet_out_rejected += 1
+        log.warning("PacketOut dropped: %s", err.message)
+        msg = p4rt.StreamMessageResponse()
+        msg.error.canonical_code, msg.error.message = code, err.message
+        msg.error.space = ERROR_SPACE
+        msg.error.packet_out.packet_out.CopyFrom(packet)
+        conn.send(msg)
 
     def _send_to_primary(self, msg: p4rt.StreamMessageResponse) -> None:
         self.arbiter.send_to_primary(self.device_id, msg)
@@ -348,6 +360,15 @@ class Device:
         digests = self.digests
         if digests is not None:
             digests.on_digest(digest)
+
+
+def check_matches_json(info: PipelineInfo, device_config: bytes) -> None:
+    """A P4Info from another program than the JSON is refused up front (P4Runtime spec: the
+    server verifies the config it is given). BMv2 1.15.5/PI 0.1.2 accept such a pair, then fail
+    on writes; this follows the spec and refuses it as INVALID_ARGUMENT."""
+    why = info.json_mismatch(device_config)
+    if why is not None:
+        raise P4RTError(INVALID_ARGUMENT, f"P4Info does not match the P4 device config: {why}")
 
 
 def device_config_is_json(data: bytes) -> bool:

@@ -13,6 +13,7 @@ from .context import Context, EntryKey, target
 from .p4info import TableInfo
 from .tables import (
     build_key,
+    check_rate_order,
     counter_to_proto,
     counter_values,
     key_to_proto,
@@ -114,6 +115,7 @@ def direct_meter_write(ctx: Context, utype: int, e: p4rt.DirectMeterEntry) -> No
     if utype != Update.MODIFY:
         raise _err("Invalid update type")
     cfg = to_meter(e.config) if e.HasField("config") else None
+    check_rate_order(cfg, "Error when writing direct meter spec")
     target(lambda: ctx.dp.direct_meter_set(t.name, key, prio, cfg),
            "Error when writing direct meter spec")
 

@@ -26,6 +26,7 @@ from .p4info import Prefix, ProfileInfo
 from .tables import (
     action_to_proto,
     build_action,
+    check_rate_order,
     counter_to_proto,
     counter_values,
     meter_to_proto,
@@ -257,6 +258,7 @@ def meter_write(ctx: Context, utype: int, m: p4rt.MeterEntry) -> None:
         kind = "INSERT" if utype == Update.INSERT else "DELETE"
         raise _err(f"{kind} update type not supported for meters")
     cfg = to_meter(m.config) if m.HasField("config") else None
+    check_rate_order(cfg, "Error when writing meter spec")
     target(lambda: ctx.dp.meter_set(info.name, index, cfg), "Error when writing meter spec")
 
 

@@ -238,6 +238,39 @@ class PipelineInfo:
             if len(names) == len(a.params) and set(names) == set(by_name):
                 a.json_param_order = [by_name[n] for n in names]
 
+    def json_mismatch(self, bmv2_json: bytes) -> str | None:
+        """What of this P4Info the BMv2 JSON does not describe (None: they belong together).
+        Checked by name, as P4Info and JSON both name objects by their P4 names."""
+        try:
+            doc = json.loads(bmv2_json)
+        except (ValueError, UnicodeDecodeError):
+            return None  # not JSON: loading it reports the error
+        if not isinstance(doc, dict):
+            return None
+        pipes = [p for p in doc.get("pipelines") or [] if isinstance(p, dict)]
+        tables = {t.get("name"): t for pipe in pipes for t in pipe.get("tables") or []
+                  if isinstance(t, dict)}
+        actions = {a.get("name") for a in doc.get("actions") or [] if isinstance(a, dict)}
+        arrays = {a.get("name") for kind in ("counter_arrays", "meter_arrays", "register_arrays")
+                  for a in doc.get(kind) or [] if isinstance(a, dict)}
+        arrays |= {a.get("name") for p in pipes for a in p.get("action_profiles") or []
+                   if isinstance(a, dict)}
+        for t in self.tables.values():
+            if t.name not in tables:
+                return f"table '{t.name}' (id {t.id}) is not in the device config"
+            if len(tables[t.name].get("key") or []) != len(t.match_fields):
+                return (f"table '{t.name}' has {len(t.match_fields)} match fields in the P4Info "
+                        f"and {len(tables[t.name].get('key') or [])} in the device config")
+        for a in self.actions.values():
+            if a.name not in actions:
+                return f"action '{a.name}' (id {a.id}) is not in the device config"
+        for kind, objs in (("counter", self.counters), ("meter", self.meters),
+                           ("register", self.registers), ("action profile", self.profiles)):
+            for obj in objs.values():
+                if obj.name not in arrays:
+                    return f"{kind} '{obj.name}' (id {obj.id}) is not in the device config"
+        return None
+
     # ---- lookups --------------------------------------------------------------------------------
 
     def action_by_name(self, name: str) -> ActionInfo | None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
+from typing import TypeVar
 
 import grpc
 from google.rpc import status_pb2
@@ -24,6 +25,7 @@ from .codec import FAILED_PRECONDITION, INTERNAL, P4RTError
 from .device import NO_PIPELINE, NOT_PRIMARY, Device
 
 log = logging.getLogger("p4sim.p4runtime")
+T = TypeVar("T")
 API_VERSION = "1.4.1"
 MAX_MESSAGE = 256 * 1024 * 1024  # as PI's server
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
@@ -38,21 +40,26 @@ def _abort(context: grpc.ServicerContext, err: P4RTError) -> None:
         context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
 
 
+def _guarded(context: grpc.ServicerContext, rpc: str, call: Callable[[], T], failed: T) -> T:
+    """Run one RPC's work: a P4RTError becomes its status, a bug becomes INTERNAL (logged),
+    never a dead server thread; ``failed`` is what the RPC then returns."""
+    try:
+        return call()
+    except P4RTError as err:
+        _abort(context, err)
+    except Exception as exc:
+        log.exception("%s failed", rpc)
+        _abort(context, P4RTError(INTERNAL, f"internal error: {exc}"))
+    return failed
+
+
 class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def __init__(self, device: Device) -> None:
         self.device = device
 
     def Write(self, request, context):
-        try:
-            status = self.device.write(request)
-        except P4RTError as err:
-            _abort(context, err)
-            return p4rt.WriteResponse()
-        except Exception as exc:
-            log.exception("Write failed")
-            _abort(context, P4RTError(INTERNAL, f"internal error: {exc}"))
-            return p4rt.WriteResponse()
-        if status.code:
+        status = _guarded(context, "Write", lambda: self.device.write(request), None)
+        if status is not None and status.code:
             context.set_code(grpc.StatusCode.UNKNOWN)
             context.set_details(status.message)
             context.set_trailing_metadata(
@@ -60,42 +67,28 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         return p4rt.WriteResponse()
 
     def Read(self, request, context) -> Iterator[p4rt.ReadResponse]:
-        try:
-            found, err = self.device.read(request)
-        except P4RTError as exc:
-            _abort(context, exc)
+        result = _guarded(context, "Read", lambda: self.device.read(request), None)
+        if result is None:
             return
-        except Exception as exc:
-            log.exception("Read failed")
-            _abort(context, P4RTError(INTERNAL, f"internal error: {exc}"))
-            return
+        found, err = result
         # PI sends what it read before an error, then the error status
         yield p4rt.ReadResponse(entities=found)
         if err is not None:
             _abort(context, err)
 
     def SetForwardingPipelineConfig(self, request, context):
-        try:
-            self.device.set_pipeline(request)
-        except P4RTError as err:
-            _abort(context, err)
-        except Exception as exc:
-            log.exception("SetForwardingPipelineConfig failed")
-            _abort(context, P4RTError(INTERNAL, f"internal error: {exc}"))
+        _guarded(context, "SetForwardingPipelineConfig",
+                 lambda: self.device.set_pipeline(request), None)
         return p4rt.SetForwardingPipelineConfigResponse()
 
     def GetForwardingPipelineConfig(self, request, context):
-        rep = p4rt.GetForwardingPipelineConfigResponse()
-        try:
+        def get() -> p4rt.GetForwardingPipelineConfigResponse:
+            rep = p4rt.GetForwardingPipelineConfigResponse()
             self.device.get_pipeline(request, rep.config)
-        except P4RTError as err:
-            _abort(context, err)
-            return p4rt.GetForwardingPipelineConfigResponse()
-        except Exception as exc:
-            log.exception("GetForwardingPipelineConfig failed")
-            _abort(context, P4RTError(INTERNAL, f"internal error: {exc}"))
-            return p4rt.GetForwardingPipelineConfigResponse()
-        return rep
+            return rep
+
+        return _guarded(context, "GetForwardingPipelineConfig", get,
+                        p4rt.GetForwardingPipelineConfigResponse())
 
     def Capabilities(self, request, context):
         return p4rt.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
@@ -178,6 +171,7 @@ def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None,
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
         options=[("grpc.max_receive_message_length", MAX_MESSAGE),
                  ("grpc.max_send_message_length", MAX_MESSAGE),
+                 ("grpc.max_metadata_size", MAX_MESSAGE),
                  ("grpc.so_reuseport", 0)])
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(P4RuntimeServicer(device), server)
     port = server.add_insecure_port(grpc_addr)

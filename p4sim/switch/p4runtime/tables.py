@@ -15,6 +15,7 @@ from .codec import (
     NOT_FOUND,
     PERMISSION_DENIED,
     UNIMPLEMENTED,
+    UNKNOWN,
     P4RTError,
     to_bytes,
     to_int,
@@ -250,6 +251,14 @@ def to_meter(cfg: p4rt.MeterConfig) -> api.MeterConfig | None:
     return api.MeterConfig(cfg.cir, cfg.cburst, cfg.pir, cfg.pburst)
 
 
+def check_rate_order(cfg: api.MeterConfig | None, target_error: str) -> None:
+    """BMv2's meters refuse a committed rate above the peak rate (rates compared unsigned, so a
+    lone -1 is the largest rate); PI reports it as the target error of the operation (UNKNOWN).
+    Refused before anything is written: BMv2 adds a table entry before failing on its meter."""
+    if cfg is not None and cfg.cir % (1 << 64) > cfg.pir % (1 << 64):
+        raise P4RTError(UNKNOWN, target_error)
+
+
 def meter_to_proto(m: api.MeterConfig, out: p4rt.MeterConfig) -> None:
     out.cir, out.cburst, out.pir, out.pburst = m.cir, m.cburst, m.pir, m.pburst
 
@@ -289,10 +298,11 @@ def table_write(ctx: Context, utype: int, te: p4rt.TableEntry) -> None:
         raise _err("Invalid update type")
 
 
-def _resources(ctx: Context, t: TableInfo, te: p4rt.TableEntry):
+def _resources(ctx: Context, t: TableInfo, te: p4rt.TableEntry, target_error: str):
     meter = None
     if te.HasField("meter_config"):
         meter = meter_config(bool(t.direct_meter_id), te.meter_config)
+        check_rate_order(meter, target_error)
     counter = None
     if te.HasField("counter_data"):
         if not t.direct_counter_id:
@@ -319,7 +329,7 @@ def _insert(ctx: Context, t: TableInfo, te: p4rt.TableEntry) -> None:
     key, prio = build_key(t, te)
     _validate_action(ctx, t, te)
     action = _entry_action(ctx, t, te.action)
-    meter, counter = _resources(ctx, t, te)
+    meter, counter = _resources(ctx, t, te, "Error when adding match entry to target")
     store = ctx.table_entries_meta(t.id)
     if (key, prio) in store:
         raise _err("Match entry exists, use MODIFY if you wish to change action", ALREADY_EXISTS)
@@ -357,7 +367,7 @@ def _modify(ctx: Context, t: TableInfo, te: p4rt.TableEntry) -> None:
         action = _entry_action(ctx, t, te.action)
     elif not te.is_default_action:
         raise _err("'action' field must be set for non-default entries")
-    meter, counter = _resources(ctx, t, te)
+    meter, counter = _resources(ctx, t, te, "Error when modifying match entry in target")
     if te.is_default_action:
         assert action is None or isinstance(action, api.ActionCall)
         target(lambda: ctx.dp.table_set_default(t.name, action),

@@ -36,6 +36,7 @@ class ReceiverConfig:
     window: int = 4096
     credit_cells_per_s: float = 0.0  # > 0: receiver-driven credits at this downlink rate
     credit_initial_cells: int = 16
+    credit_idle_s: float = 0.05  # a flow silent this long gets no more grants
     duration_s: float = 0.0
     expect_messages: int = 0  # stop once this many messages arrived (all flows together)
     linger_s: float = 0.5  # keep answering retransmissions this long after that
@@ -87,7 +88,8 @@ class Receiver:
             NicPort(i, name) for i, name in enumerate(cfg.ifaces)]
         self.flows: dict[tuple[bytes, int], Flow] = {}
         self.granter = (CreditGranter(CreditParams(cfg.credit_cells_per_s,
-                                                   initial_cells=cfg.credit_initial_cells))
+                                                   initial_cells=cfg.credit_initial_cells,
+                                                   idle_s=cfg.credit_idle_s))
                         if cfg.credit_cells_per_s > 0 else None)
         self.not_roce = 0
         self.malformed = 0

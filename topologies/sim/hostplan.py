@@ -94,6 +94,10 @@ def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float) -> No
     args.cc_param = [p for p in args.cc_param if not p.startswith("base_rtt_s=")]
     if args.cc == "hpcc":
         args.cc_param.append(f"base_rtt_s={rtt!r}")
+    # The plan's hold-offs are cell times (in the emulation a hop's latency is far below one
+    # cell); here a round trip is ~100 cells, and a cell is only late after about two.
+    args.sack_holdoff = max(args.sack_holdoff, 2 * rtt)
+    args.rto = max(args.rto, 8 * rtt)
     args.port_timeout = max(args.port_timeout, args.rto)
     args.credit_probe = args.credit_probe and max(4 * rtt, 64 * cell_s)
 
@@ -106,6 +110,7 @@ def _tune_sender(cfg: SenderConfig, rtt: float, cell_s: float) -> None:
 
 def _tune_receiver(cfg: ReceiverConfig, rtt: float, cell_s: float) -> None:
     cfg.cnp_interval_s = wire.CNP_INTERVAL_US * 1e-6
+    cfg.nak_holdoff_s = max(cfg.nak_holdoff_s, 2 * rtt)
     cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
     cfg.credit_idle_s = 8 * rtt
 

@@ -2,15 +2,18 @@
 
 Both targets take simple_switch_CLI's command lines (``set_queue_rate PPS PORT``,
 ``set_queue_depth PKTS PORT``): real BMv2 through ``simple_switch_CLI --thrift-port N`` on its
-standard input, p4sim through its admin channel (``p4sim ctl``), here called in-process because
-the runner sends hundreds of them at bring-up.
+standard input, p4sim through its admin channel. Both go through the one admin channel client,
+``controlplane.admin`` (in-process for p4sim, because the runner sends hundreds of them at
+bring-up).
 """
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from typing import Any
+
+from controlplane.admin import AdminChannel, send
+from controlplane.admin import AdminError as ChannelError
 
 
 class AdminError(RuntimeError):
@@ -27,14 +30,11 @@ class SwitchAdmin:
         if not lines:
             return
         if self.target == "bmv2":
-            proc = subprocess.run(["simple_switch_CLI", "--thrift-port", str(self.thrift_port)],
-                                  input="\n".join(lines) + "\n", capture_output=True, text=True)
-            if proc.returncode != 0 or "Error" in proc.stdout:
-                raise AdminError(f"{self.name}: simple_switch_CLI: "
-                                 f"{(proc.stderr or proc.stdout).strip()[-300:]}")
+            try:
+                AdminChannel(f"127.0.0.1:{self.thrift_port}", "bmv2", timeout=120).run_lines(lines)
+            except ChannelError as e:
+                raise AdminError(f"{self.name}: simple_switch_CLI: {e}") from None
             return
-        from p4sim.switch.ctl import send
-
         for line in lines:
             words = line.split()
             reply = send(("127.0.0.1", self.thrift_port), words[0], words[1:])
@@ -48,8 +48,6 @@ class SwitchAdmin:
         """Per-port data-plane statistics (p4sim only; BMv2 has no equivalent command)."""
         if self.target == "bmv2":
             return None
-        from p4sim.switch.ctl import send
-
         reply = send(("127.0.0.1", self.thrift_port), "stats", [])
         if not reply.get("ok"):
             raise AdminError(f"{self.name}: stats: {reply.get('error')}")

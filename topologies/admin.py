@@ -14,6 +14,7 @@ from typing import Any
 
 from controlplane.admin import AdminChannel, send
 from controlplane.admin import AdminError as ChannelError
+from controlplane.fabric_plan import queue_shares
 
 
 class AdminError(RuntimeError):
@@ -41,8 +42,27 @@ class SwitchAdmin:
             if not reply.get("ok"):
                 raise AdminError(f"{self.name}: {line}: {reply.get('error')}")
 
-    def set_queue(self, port: int, rate_pps: int, depth: int) -> None:
-        self.run([f"set_queue_rate {rate_pps} {port}", f"set_queue_depth {depth} {port}"])
+    def set_queue(self, port: int, rate_pps: int, depth: int, priorities: int = 1) -> None:
+        """The port's queue depth, and its line rate shared by its ``priorities`` queues.
+
+        p4sim: every queue may send ``rate_pps`` and the port's line (``set_port_rate``) caps
+        them together, so the feedback queue takes its share only while it has packets. Real
+        BMv2 paces each priority queue on its own and has no shared rate, so there the rate is
+        split: fabric_plan.queue_shares gives each priority a fixed share."""
+        lines = [f"set_queue_rate {rate_pps} {port}"]
+        if priorities >= 2 and rate_pps > 0:
+            if self.target == "bmv2":
+                lines = [f"set_queue_rate {pps} {port} {self.queue_index(prio, priorities)}"
+                         for prio, pps in sorted(queue_shares(rate_pps).items())]
+            else:
+                lines.append(f"set_port_rate {rate_pps} {port}")
+        self.run([*lines, f"set_queue_depth {depth} {port}"])
+
+    def queue_index(self, priority: int, priorities: int) -> int:
+        """The CLI's priority argument for P4 ``priority``: simple_switch stores P4 priority p
+        in queue ``priorities - 1 - p`` and its CLI addresses queues by that index; p4sim's
+        admin channel takes the P4 priority itself."""
+        return priorities - 1 - priority if self.target == "bmv2" else priority
 
     def stats(self) -> dict[str, Any] | None:
         """Per-port data-plane statistics (p4sim only; BMv2 has no equivalent command)."""

@@ -502,6 +502,15 @@ class DataPlane:
             self.tm.set_rate(pps, port, priority)
         self.wake()
 
+    def set_port_rate(self, pps: int, port: int) -> None:
+        """A line rate shared by the port's priority queues (p4sim's addition to
+        simple_switch's per-queue rates)."""
+        if pps < 0:
+            raise ApiError(Code.INVALID_ARGUMENT, f"port rate {pps} must be >= 0")
+        with self.lock:
+            self.tm.set_port_rate(pps, port)
+        self.wake()
+
     def set_queue_depth(self, packets: int, port: int | None = None) -> None:
         if packets < 0:
             raise ApiError(Code.INVALID_ARGUMENT, f"queue depth {packets} must be >= 0")

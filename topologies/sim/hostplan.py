@@ -89,7 +89,17 @@ def base_rtt_s(topo: Topology, s: SimSettings, cc: str) -> float:
     return hops * (ser + 2 * s.hop_delay_ns * 1e-9)
 
 
+def line_rate(topo: Topology, host: str) -> float:
+    """Bit-rate mode: hosts send at their link's full rate in cells per second (the serializer
+    is shared by data and feedback, which take what they need; no fixed share as in packet
+    mode, where hostprocs.host_line_rate leaves the feedback queue its share)."""
+    return min(lk.queue.rate_pps for lk in topo.links_of(host))
+
+
 def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float) -> None:
+    args.rate = f"{1 / cell_s!r}pps"
+    if args.link_rate:
+        args.link_rate = args.rate
     args.time_scale = 1.0
     args.cc_param = [p for p in args.cc_param if not p.startswith("base_rtt_s=")]
     if args.cc == "hpcc":
@@ -110,6 +120,8 @@ def _tune_sender(cfg: SenderConfig, rtt: float, cell_s: float) -> None:
 
 def _tune_receiver(cfg: ReceiverConfig, rtt: float, cell_s: float) -> None:
     cfg.cnp_interval_s = wire.CNP_INTERVAL_US * 1e-6
+    if cfg.credit_cells_per_s:
+        cfg.credit_cells_per_s = 1 / cell_s
     cfg.nak_holdoff_s = max(cfg.nak_holdoff_s, 2 * rtt)
     cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
     cfg.credit_idle_s = 8 * rtt

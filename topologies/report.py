@@ -148,12 +148,15 @@ def accounting_of(m: RunMetrics) -> dict[str, Any]:
     return link_accounting(m.link_load.get("links", []), float(m.link_load.get("window_s", 0)))
 
 
-def write_report(m: RunMetrics, run_dir: Path) -> Path:
+def write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None = None) -> Path:
+    """``exact``: summary figures a caller measured exactly (the simulator's peak queue),
+    in place of the ones derived from samples."""
     m.summary = summarize(m)
     m.summary["goodput_fraction"] = goodput_fraction(m)
     acct = accounting_of(m)
     if acct:
         m.summary["link_accounting"] = acct
+    m.summary.update(exact or {})
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "metrics.json"
     path.write_text(json.dumps(asdict(m), indent=1, default=_json_default) + "\n")

@@ -47,24 +47,27 @@ def test_embedded_shares_one_line_rate() -> None:
 
 
 def test_p4sim_port_line_rate_is_shared_by_its_priority_queues() -> None:
+    from collections import namedtuple
+
     from p4sim.switch.tm import TrafficManager
 
+    Item = namedtuple("Item", "kind index length")  # the TM reads a queued packet's length
     tm = TrafficManager(priorities=2)
     tm.set_rate(100, 1)  # each queue alone could send 100/s (simple_switch's per-queue rate)
     tm.set_port_rate(100, 1)  # ... but the port's line carries 100/s in all
+    start = 10**9  # ns on the TM's clock
     for i in range(50):
-        tm.enqueue(1, 0, ("data", i))
-        tm.enqueue(1, 1, ("ack", i))
-    start = max(tm.queue(1, p).next_time for p in (0, 1))
+        tm.enqueue(1, 0, Item("data", i, 100), start)
+        tm.enqueue(1, 1, Item("ack", i, 100), start)
     sent = []
     t = start
-    while len(sent) < 100 and t < start + 10:
+    while len(sent) < 100 and t < start + 10 * 10**9:
         out = tm.dequeue(t)
         if out is None:
-            t = max(t + 1e-4, tm.next_deadline() or t)
+            t = max(t + 1, tm.next_deadline() or t)
             continue
         sent.append((t, out[2][0]))
     assert len(sent) == 100
     # 100 packets at 100/s in all (each queue alone would have sent its 50 at 100/s)
-    assert sent[-1][0] - start == pytest.approx(99 / 100, abs=2e-3)
+    assert (sent[-1][0] - start) / 1e9 == pytest.approx(99 / 100, abs=2e-3)
     assert [kind for _, kind in sent[:50]] == ["ack"] * 50  # strict priority within the line

@@ -2,6 +2,7 @@
 
     cellfabric run [TOPOLOGY] [...]   bring up an emulated fabric, run a workload, report
     cellfabric cli [TOPOLOGY]         the fabric up, with the Mininet CLI to explore it
+    cellfabric sweep SPEC.yaml        a grid of experiments on local processes or a Dask cluster
     cellfabric smoke                  two hosts through the trivial forwarder (harness check)
     cellfabric host send|recv|collect ...   end-host programs (run inside Mininet hosts)
 """
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: cellfabric {run,cli,host,smoke} ...
+USAGE = """usage: cellfabric {run,cli,sweep,host,smoke} ...
   run     bring up an emulated fabric, run traffic through it, print and save a report
   cli     bring up a fabric and open the Mininet CLI
+  sweep   a grid of experiments (SPEC.yaml) on local processes or a Dask cluster, resumable
   smoke   two hosts through the harness's trivial forwarder, measured with ping
   host    end-host programs: send, recv, collect (started by the runner inside each host)"""
 
@@ -27,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
         from topologies.run_cli import run_main as run
     elif cmd == "cli":
         from topologies.run_cli import cli_main as run
+    elif cmd == "sweep":
+        from topologies.sweep.cli import sweep_main as run
     elif cmd == "smoke":
         from topologies.smoke import main as run
     elif cmd == "host":
@@ -36,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             print("cellfabric: error: the host programs are not built yet", file=sys.stderr)
             return 2
     else:
-        print(f"cellfabric: error: unknown command '{cmd}' (expected run, cli, host or smoke)",
+        print(f"cellfabric: error: unknown command '{cmd}' (expected run, cli, sweep, host or smoke)",
               file=sys.stderr)
         return 2
     return int(run(rest) or 0)

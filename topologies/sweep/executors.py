@@ -142,17 +142,19 @@ class DaskExecutor:
             processing = self.client.processing()
         except (OSError, TimeoutError):
             return 0
+        threads = {addr: w.get("nthreads", 1)
+                   for addr, w in self.client.scheduler_info().get("workers", {}).items()}
         ours = set(self._futures)
-        return sum(1 for keys in processing.values() for k in keys if k in ours)
+        # A worker holds a few tasks queued beyond its threads; only nthreads can be running.
+        return sum(min(threads.get(addr, 1), sum(1 for k in keys if k in ours))
+                   for addr, keys in processing.items())
 
     def poll(self, wait_s: float) -> list[tuple[Job, dict[str, Any]]]:
-        from distributed import wait
-
-        pending = [f for _, f in self._futures.values()]
-        if pending:
-            wait(pending, timeout=wait_s, return_when="FIRST_COMPLETED")
-        else:
-            time.sleep(wait_s)
+        # Future.done() is the client's own state (no round trip to the scheduler).
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and not any(
+                f.done() for _, f in self._futures.values()):
+            time.sleep(0.05)
         finished = []
         for key, (job, future) in list(self._futures.items()):
             if not future.done():

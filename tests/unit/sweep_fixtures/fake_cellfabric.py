@@ -2,8 +2,9 @@
 topology, --key value flags, --results DIR), writes DIR/RUN/metrics.json with a summary that
 depends only on its arguments (deterministic per seed), like the real commands do.
 
-Test knobs: --sleep S (take that long), --fail-on K=V (exit 2 with an error when option K has
-value V), --log FILE (append one line per invocation: who ran), --invalid (exit 3, valid false).
+Test knobs: --sleep S (take that long), --hold FILE (wait until FILE exists, at most 120 s),
+--fail-on K=V (exit 2 with an error when option K has value V), --log FILE (append the results
+folder's name per invocation), --invalid (exit 3, valid false). Writes RESULTS/pid first.
 """
 
 from __future__ import annotations
@@ -38,11 +39,17 @@ def main() -> int:
     results = Path(flags.pop("results"))
     log = flags.pop("log", None)
     key = " ".join(positional + [f"{k}={v}" for k, v in sorted(flags.items())
-                                 if k not in ("sleep", "fail-on")])
+                                 if k not in ("sleep", "fail-on", "hold")])
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "pid").write_text(str(os.getpid()))
     if log:
         with open(log, "a") as fh:
-            fh.write(f"{key}\n")
+            fh.write(f"{results.name}\n")
     time.sleep(float(flags.get("sleep", 0)))
+    hold = flags.get("hold")
+    deadline = time.monotonic() + 120
+    while hold and not Path(hold).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     fail = flags.get("fail-on")
     if fail:
         k, _, v = fail.partition("=")

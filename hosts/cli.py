@@ -11,10 +11,15 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hosts import wire
 from hosts.cc import NAMES
 from hosts.cc.dcqcn import DcqcnParams
+
+if TYPE_CHECKING:  # the host programs import Scapy; the collector does not need it
+    from hosts.receiver import ReceiverConfig
+    from hosts.sender import SenderConfig
 
 _SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
 
@@ -138,43 +143,62 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def sender_config(args: argparse.Namespace) -> SenderConfig:
+    """The SenderConfig of a parsed ``send`` command line (also what a simulator runs)."""
+    from hosts.sender import SenderConfig
+
+    frame = _cell_frame_bytes(args.cell_size, args.int_source)
+    cfg = SenderConfig(
+        ifaces=args.iface, dst_macs=args.dst_mac, src_macs=args.src_mac,
+        src_ip=args.src_ip, dst_ip=args.dst_ip, qpn=args.qp, payload_len=args.cell_size,
+        msg_size=args.msg_size, count=args.count, duration_s=args.duration,
+        drain_s=args.drain, cc=args.cc, rate_bps=parse_rate(args.rate, frame),
+        link_bps=parse_rate(args.link_rate, frame) if args.link_rate else 0.0,
+        cc_params=_kv_params(args.cc_param), int_source=args.int_source, rto_s=args.rto,
+        sack_holdoff_s=args.sack_holdoff, port_timeout_s=args.port_timeout,
+        port_retry_s=args.port_retry,
+        max_inflight_cells=args.max_inflight, sport=args.sport, seed=args.seed,
+        credit_probe_s=args.credit_probe,
+        start_psn=_psn(args.start_psn))
+    _default_cc_params(cfg.cc, cfg.cc_params, cfg.rate_bps, frame, args.time_scale)
+    return cfg
+
+
+def receiver_config(args: argparse.Namespace) -> ReceiverConfig:
+    """The ReceiverConfig of a parsed ``recv`` command line."""
+    from hosts.receiver import ReceiverConfig
+
+    collector = None
+    if args.collector:
+        host, _, port = args.collector.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"--collector '{args.collector}': expected HOST:PORT")
+        collector = (host, int(port))
+    credit = float(args.credit_rate.removesuffix("pps") or 0)
+    return ReceiverConfig(
+        ifaces=args.iface, ack_every=args.ack_every, ack_delay_s=args.ack_delay,
+        nak_holdoff_s=args.nak_holdoff,
+        cnp_interval_s=args.cnp_interval_us * 1e-6, window=args.window,
+        credit_cells_per_s=credit, duration_s=args.duration,
+        expect_messages=args.expect_messages, linger_s=args.linger, collector=collector,
+        node_id=args.node_id, start_psn=_psn(args.start_psn))
+
+
+def parse_host_args(argv: list[str]) -> argparse.Namespace:
+    """Parse a ``cellfabric host`` command line (without the leading ``host``)."""
+    return _parser().parse_args(argv)
+
+
 def _run(args: argparse.Namespace, stop: list[bool]) -> dict[str, object]:
     should_stop = lambda: stop[0]  # noqa: E731
     if args.cmd == "send":
-        from hosts.sender import Sender, SenderConfig
+        from hosts.sender import Sender
 
-        frame = _cell_frame_bytes(args.cell_size, args.int_source)
-        cfg = SenderConfig(
-            ifaces=args.iface, dst_macs=args.dst_mac, src_macs=args.src_mac,
-            src_ip=args.src_ip, dst_ip=args.dst_ip, qpn=args.qp, payload_len=args.cell_size,
-            msg_size=args.msg_size, count=args.count, duration_s=args.duration,
-            drain_s=args.drain, cc=args.cc, rate_bps=parse_rate(args.rate, frame),
-            link_bps=parse_rate(args.link_rate, frame) if args.link_rate else 0.0,
-            cc_params=_kv_params(args.cc_param), int_source=args.int_source, rto_s=args.rto,
-            sack_holdoff_s=args.sack_holdoff, port_timeout_s=args.port_timeout,
-            port_retry_s=args.port_retry,
-            max_inflight_cells=args.max_inflight, sport=args.sport, seed=args.seed,
-            credit_probe_s=args.credit_probe,
-            start_psn=_psn(args.start_psn))
-        _default_cc_params(cfg.cc, cfg.cc_params, cfg.rate_bps, frame, args.time_scale)
-        node = Sender(cfg)
+        node = Sender(sender_config(args))
     elif args.cmd == "recv":
-        from hosts.receiver import Receiver, ReceiverConfig
+        from hosts.receiver import Receiver
 
-        collector = None
-        if args.collector:
-            host, _, port = args.collector.rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"--collector '{args.collector}': expected HOST:PORT")
-            collector = (host, int(port))
-        credit = float(args.credit_rate.removesuffix("pps") or 0)
-        node = Receiver(ReceiverConfig(
-            ifaces=args.iface, ack_every=args.ack_every, ack_delay_s=args.ack_delay,
-            nak_holdoff_s=args.nak_holdoff,
-            cnp_interval_s=args.cnp_interval_us * 1e-6, window=args.window,
-            credit_cells_per_s=credit, duration_s=args.duration,
-            expect_messages=args.expect_messages, linger_s=args.linger, collector=collector,
-            node_id=args.node_id, start_psn=_psn(args.start_psn)))
+        node = Receiver(receiver_config(args))
     else:
         from hosts.collector import Collector
 

@@ -36,6 +36,7 @@ class ReceiverConfig:
     window: int = 4096
     credit_cells_per_s: float = 0.0  # > 0: receiver-driven credits at this downlink rate
     credit_initial_cells: int = 16
+    credit_idle_s: float = 0.05  # a flow silent this long gets no more grants
     duration_s: float = 0.0
     expect_messages: int = 0  # stop once this many messages arrived (all flows together)
     linger_s: float = 0.5  # keep answering retransmissions this long after that
@@ -74,15 +75,21 @@ class Flow:
 
 
 class Receiver:
-    def __init__(self, cfg: ReceiverConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    """One receiving host. Clock and NIC ports are injected as in ``hosts.sender.Sender``: a
+    simulator calls ``on_frame`` per frame and ``tick`` at ``next_deadline``."""
+
+    def __init__(self, cfg: ReceiverConfig, clock: Callable[[], float] = time.monotonic,
+                 ports: list[NicPort] | None = None) -> None:
         if not cfg.ifaces:
             raise ValueError("--iface: need at least one interface")
         self.cfg = cfg
         self.clock = clock
-        self.ports = [NicPort(i, name) for i, name in enumerate(cfg.ifaces)]
+        self.ports = ports if ports is not None else [
+            NicPort(i, name) for i, name in enumerate(cfg.ifaces)]
         self.flows: dict[tuple[bytes, int], Flow] = {}
         self.granter = (CreditGranter(CreditParams(cfg.credit_cells_per_s,
-                                                   initial_cells=cfg.credit_initial_cells))
+                                                   initial_cells=cfg.credit_initial_cells,
+                                                   idle_s=cfg.credit_idle_s))
                         if cfg.credit_cells_per_s > 0 else None)
         self.not_roce = 0
         self.malformed = 0
@@ -226,6 +233,39 @@ class Receiver:
                 # grants ride on ACKs, at most one per quarter ACK delay
                 if flow.grant_dirty and now - flow.last_ack >= cfg.ack_delay_s / 4:
                     self._send_ack(flow, now)
+
+    def next_deadline(self, now: float) -> float | None:
+        """The earliest time ``tick`` has something to do (an ACK delay, a NAK hold-off or a
+        credit token running out), or None while nothing waits; a new frame can only make it
+        sooner. ``tick`` at any other time does nothing that this would have scheduled."""
+        cfg = self.cfg
+        best: float | None = None
+
+        def at(t: float) -> None:
+            nonlocal best
+            if best is None or t < best:
+                best = t
+
+        for flow in self.flows.values():
+            if flow.pending:
+                at(flow.last_ack + cfg.ack_delay_s)
+            if flow.reorder.depth:
+                if flow.gap_expected != flow.reorder.expected:
+                    at(now)
+                else:
+                    at(max(flow.gap_since, flow.last_nak) + cfg.nak_holdoff_s)
+            if flow.grant_dirty:
+                at(flow.last_ack + cfg.ack_delay_s / 4)
+        granter = self.granter
+        if granter is not None and granter.flows:
+            if granter.stamp is None:
+                at(now)
+            else:
+                rate = granter.params.downlink_cells_per_s
+                idle = max(granter.params.idle_s, 3.0 * len(granter.flows) / rate)
+                if any(now - f.last_arrival <= idle for f in granter.flows.values()):
+                    at(granter.stamp + max(0.0, 1.0 - granter.tokens) / rate)
+        return best
 
     def _report_int(self, buf: bytearray, f: RoceFrame) -> None:
         """Host-sink INT: a Telemetry Report v2.0 carrying the frame's headers and INT stack."""

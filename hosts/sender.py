@@ -58,18 +58,28 @@ class SenderConfig:
     # between two grants of this flow (flows sharing the receiver x its cell time), or probes
     # become unscheduled traffic of their own.
     credit_probe_s: float = CREDIT_PROBE_S
+    # How often timeouts and port health are checked, and how long to wait when there is
+    # nothing to send (a new frame ends the wait early: the socket wakes the loop).
+    health_interval_s: float = HEALTH_INTERVAL_S
+    idle_poll_s: float = 0.0005
 
 
 class Sender:
-    def __init__(self, cfg: SenderConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    """One sending host. The clock and the NIC ports are injected: ``run`` is the emulated
+    loop over AF_PACKET sockets; a simulator calls ``begin``, ``on_frame`` and ``poll``
+    itself on its own clock, with NIC ports of its own (anything with ``NicPort``'s methods)."""
+
+    def __init__(self, cfg: SenderConfig, clock: Callable[[], float] = time.monotonic,
+                 ports: list[NicPort] | None = None) -> None:
         if not cfg.ifaces or len(cfg.ifaces) > 2:
             raise ValueError(f"--iface: need one or two interfaces, got {len(cfg.ifaces)}")
         if len(cfg.dst_macs) not in (1, len(cfg.ifaces)):
             raise ValueError("--dst-mac: give one MAC for all ports or one per --iface")
         self.cfg = cfg
         self.clock = clock
-        self.ports = [NicPort(i, name, cfg.src_macs[i] if i < len(cfg.src_macs) else "")
-                      for i, name in enumerate(cfg.ifaces)]
+        self.ports = ports if ports is not None else [
+            NicPort(i, name, cfg.src_macs[i] if i < len(cfg.src_macs) else "")
+            for i, name in enumerate(cfg.ifaces)]
         self.transport = SenderTransport(
             payload_len=cfg.payload_len, rto_s=cfg.rto_s, sack_holdoff_s=cfg.sack_holdoff_s,
             max_inflight_cells=cfg.max_inflight_cells, start_seq=cfg.start_psn)
@@ -90,6 +100,9 @@ class Sender:
         self._cpu_start = time.process_time()
         self._start, self._wall_start = self.clock(), time.time()
         self._last_send = float("-inf")
+        self._until: float | None = None
+        self._hard_stop: float | None = None
+        self._next_health = self._start
 
     # -- setup -----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -121,42 +134,63 @@ class Sender:
             self._messages_added += 1
 
     # -- main loop -------------------------------------------------------------------------------
-    def run(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, object]:
-        cfg, tr = self.cfg, self.transport
+    def begin(self) -> None:
+        """Start the run at the clock's now: timers, the first messages."""
+        cfg = self.cfg
         start = self.clock()
         self._start, self._wall_start = start, time.time()
         self._cpu_start = time.process_time()
-        until = start + cfg.duration_s if cfg.duration_s > 0 else None
-        hard_stop = until + cfg.drain_s if until is not None else None
+        self._until = start + cfg.duration_s if cfg.duration_s > 0 else None
+        self._hard_stop = self._until + cfg.drain_s if self._until is not None else None
         for port in self.ports:
             port.last_progress = start
-        rx = bytearray(9216)
-        next_health = start
+        self._next_health = start
         self.cc.tick(start)
-        self._add_messages(start, until)
+        self._add_messages(start, self._until)
+
+    def finished(self, now: float) -> bool:
+        """Every message is done (or the time is up)."""
+        cfg, tr, until = self.cfg, self.transport, self._until
+        self._add_messages(now, until)
+        if tr.idle and ((cfg.count and self._messages_added >= cfg.count)
+                        or (until is not None and now >= until)):
+            return True
+        return self._hard_stop is not None and now >= self._hard_stop
+
+    def poll(self, now: float) -> float | None:
+        """Everything due at ``now`` except receiving: rate-control timers, timeouts, port
+        health, sending. Returns the seconds until it is due again (0: at once; a received
+        frame may make it due sooner), or None when the run is over."""
+        if self.finished(now):
+            return None
+        self.cc.tick(now)
+        if now >= self._next_health:
+            self._next_health = now + self.cfg.health_interval_s
+            self.transport.check_timeouts(now)
+            self._check_ports(now)
+        wait = self._send_burst(now)
+        return min(wait, max(0.0, self._next_health - now)) if wait else 0.0
+
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, object]:
+        self.begin()
+        start = self._start
+        rx = bytearray(9216)
         while not should_stop():
             now = self.clock()
-            self._add_messages(now, until)
-            if tr.idle and ((cfg.count and self._messages_added >= cfg.count)
-                            or (until is not None and now >= until)):
-                break
-            if hard_stop is not None and now >= hard_stop:
+            if self.finished(now):
                 break
             for port in self.ports:
                 for _ in range(256):
                     n = port.recv_into(rx)
                     if not n:
                         break
-                    self._on_frame(rx, n, now, port)
-            self.cc.tick(now)
-            if now >= next_health:
-                next_health = now + HEALTH_INTERVAL_S
-                tr.check_timeouts(now)
-                self._check_ports(now)
-            wait = self._send_burst(now)
+                    self.on_frame(rx, n, now, port)
+            wait = self.poll(now)
+            if wait is None:
+                break
             if wait:
                 socks = [p.sock for p in self.ports]
-                select.select(socks, [], [], min(wait, HEALTH_INTERVAL_S))
+                select.select(socks, [], [], min(wait, self.cfg.health_interval_s))
         return self.metrics(self.clock() - start)
 
     def _send_burst(self, now: float) -> float:
@@ -166,7 +200,7 @@ class Sender:
             self.bucket.set_rate(now, cc.rate_bps())
         up = [p for p in self.ports if p.up]
         if not up:
-            return HEALTH_INTERVAL_S
+            return self.cfg.health_interval_s
         for _ in range(64):
             seq = tr.next_to_send(cc.window_bytes())
             if seq is None:
@@ -179,7 +213,7 @@ class Sender:
                     self.credit_probes += 1
                     self._last_send = now  # at most one probe per credit_probe_s
                     continue
-                return 0.0005
+                return self.cfg.idle_poll_s
             wait = self.bucket.wait_time(now, self.frame_len)
             if wait > 0:
                 return wait
@@ -188,14 +222,14 @@ class Sender:
             opcode, payload, pad = tr.cell(seq)
             frame = self.templates[port.index].frame(seq, opcode, payload, pad)
             if not port.send(frame):
-                return 0.0002
+                return min(0.0002, self.cfg.idle_poll_s)
             tr.on_sent(seq, now, port.index)
             self._last_send = now
             self.bucket.consume(now, self.frame_len)
             cc.on_sent(now, self.frame_len)
         return 0.0
 
-    def _on_frame(self, buf: bytearray, n: int, now: float, port: NicPort) -> None:
+    def on_frame(self, buf: bytes | bytearray, n: int, now: float, port: NicPort) -> None:
         f = parse_roce(buf, n)
         if f is None:
             return

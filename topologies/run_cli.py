@@ -11,9 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from controlplane.errors import ControlPlaneError
-from controlplane.topology import CC_MODES, SPRAY_MODES, TopologyError, load_topology
+from controlplane.topology import CC_MODES, SPRAY_MODES, Topology, TopologyError, load_topology
 from netlab.targets import ToolchainError, resolve_target
-from topologies.workloads import WORKLOADS, WorkloadError, make_workload
+from topologies.workloads import WORKLOADS, Workload, WorkloadError, make_workload
 
 TOPO_DIR = Path(__file__).resolve().parent
 
@@ -47,9 +47,8 @@ def parse_fail(spec: str):
     return events
 
 
-def run_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="cellfabric run", description=(
-        "Bring up an emulated fabric, run a workload through it, print and save a report."))
+def add_workload_options(ap: argparse.ArgumentParser) -> None:
+    """The options `cellfabric run` and `cellfabric sim` share, with the same defaults."""
     ap.add_argument("topology", nargs="?", default="leaf-spine",
                     help="topology file or shipped name (default leaf-spine)")
     ap.add_argument("--target", choices=("embedded", "bmv2"), default=None)
@@ -61,25 +60,38 @@ def run_main(argv: list[str]) -> int:
     ap.add_argument("--senders", type=int, default=None, help="incast: number of senders")
     ap.add_argument("--fail", action="append", default=[], metavar="LINK@T[:T_UP]",
                     help="bring a link down at T seconds into the workload (and up at T_UP)")
-    ap.add_argument("--pcap", action="store_true", help="per-port pcaps under the run folder")
     ap.add_argument("--results", default="results", help="results folder (default results/)")
     ap.add_argument("--seed", type=int, default=1)
+
+
+def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list]:
+    """Topology (with the --spray/--cc overrides), workload and link events of a command
+    line; raises TopologyError, WorkloadError or ValueError with a one-line message."""
+    topo = load_topology(find_topology(args.topology))
+    topo.fabric = replace(topo.fabric, spray=args.spray or topo.fabric.spray,
+                          cc=args.cc or topo.fabric.cc)
+    hosts = sorted(topo.hosts, key=lambda h: int(re.sub(r"\D", "", h) or 0))
+    leaf_of = {h: topo.hosts[h].leaves[0] for h in hosts}
+    workload = make_workload(args.workload, hosts, args.size, args.count,
+                             senders=args.senders, leaf_of=leaf_of, seed=args.seed)
+    events = [ev for spec in args.fail for ev in parse_fail(spec)]
+    for ev in events:
+        topo.link(ev.link)
+    return topo, workload, events
+
+
+def run_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="cellfabric run", description=(
+        "Bring up an emulated fabric, run a workload through it, print and save a report."))
+    add_workload_options(ap)
+    ap.add_argument("--pcap", action="store_true", help="per-port pcaps under the run folder")
     ap.add_argument("--step-timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
     try:
         from topologies.runner import RunConfig, RunError, execute, print_summary
 
-        topo = load_topology(find_topology(args.topology))
-        topo.fabric = replace(topo.fabric, spray=args.spray or topo.fabric.spray,
-                              cc=args.cc or topo.fabric.cc)
+        topo, workload, events = prepare_workload(args)
         target = resolve_target(args.target)
-        hosts = sorted(topo.hosts, key=lambda h: int(re.sub(r"\D", "", h) or 0))
-        leaf_of = {h: topo.hosts[h].leaves[0] for h in hosts}
-        workload = make_workload(args.workload, hosts, args.size, args.count,
-                                 senders=args.senders, leaf_of=leaf_of, seed=args.seed)
-        events = [ev for spec in args.fail for ev in parse_fail(spec)]
-        for ev in events:
-            topo.link(ev.link)
         run_dir = Path(args.results) / time.strftime(
             f"%Y%m%d-%H%M%S-{topo.name}-{args.workload}-{topo.fabric.spray}-{topo.fabric.cc}")
         cfg = RunConfig(topo=topo, target=target, workload=workload, cc=topo.fabric.cc,

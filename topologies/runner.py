@@ -239,57 +239,11 @@ class FabricRun:
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}
         if len(cfg.workload.steps) > 1:
-            # A step lasts as long as its slowest transfer, measured by the senders themselves
-            # (process start-up between steps is the harness's, not the network's).
-            for st in self.step_times:
-                times = [x["fct_s"] for x in m.messages if x["step"] == st["step"]]
-                st["duration_s"] = (max(times) if times and None not in times else None)
-                st["ideal_s"] = max((x["ideal_s"] for x in m.messages
-                                     if x["step"] == st["step"]), default=None)
-            m.steps = self.step_times
+            m.steps = step_durations(m, self.step_times)
         return m
 
     def _collect_hosts(self, m: RunMetrics) -> None:
-        topo = self.topo
-        for plan in self.steps:
-            share_dst: dict[str, int] = {}
-            share_src: dict[str, int] = {}
-            for hp in plan.senders:
-                t = hp.transfer
-                share_dst[t.dst] = share_dst.get(t.dst, 0) + 1
-                share_src[t.src] = share_src.get(t.src, 0) + 1
-            for hp in plan.senders:
-                t = hp.transfer
-                data = read_metrics(hp.metrics) or {}
-                rate = min(host_line_rate(topo, t.src), host_line_rate(topo, t.dst))
-                share = max(share_dst[t.dst], share_src[t.src])
-                ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate
-                fcts = data.get("fct_list_s") or []
-                done = int(data.get("messages_completed", 0))
-                for k in range(t.count):
-                    fct = fcts[k] if k < len(fcts) else None
-                    if fct is None and k < done and not fcts:
-                        fct = (data.get("fct_s") or {}).get("avg")
-                    m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
-                                       "step": plan.index, "fct_s": fct, "ideal_s": ideal})
-                key = f"{t.src}->{t.dst}"
-                m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
-                                "flow_time_s": data.get("flow_time_s"),
-                                "bytes": t.size * done,
-                                "cnps": data.get("cnps_received", 0),
-                                "rate_min_pps": _rate_min_pps(data),
-                                "failovers": data.get("failovers", []),
-                                "retransmits": (data.get("cells") or {}).get("retransmits", 0)}
-            for hp in plan.receivers:
-                data = read_metrics(hp.metrics) or {}
-                agg = m.reorder.setdefault(hp.host, {"max_depth": 0, "p99_depth": 0,
-                                                     "out_of_order": 0, "duplicates": 0})
-                for flow in data.get("flows", []):
-                    r = flow.get("reorder", {})
-                    agg["max_depth"] = max(agg["max_depth"], int(r.get("max_depth", 0)))
-                    agg["p99_depth"] = max(agg["p99_depth"], int(r.get("p99_depth", 0) or 0))
-                    agg["out_of_order"] += int(r.get("out_of_order", 0))
-                    agg["duplicates"] += int(r.get("duplicates", 0))
+        collect_host_metrics(m, self.topo, self.steps)
 
     # -- teardown ---------------------------------------------------------------------------
     def tear_down(self) -> None:
@@ -306,6 +260,62 @@ class FabricRun:
                 self.fabric.close()
         if self.fnet is not None:
             self.fnet.stop()
+
+
+def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
+                         read: Any = read_metrics) -> None:
+    """Messages, flows and reorder figures from the host programs' metrics files (``read``
+    maps a path to its JSON); shared by the emulated runner and the simulator."""
+    for plan in steps:
+        share_dst: dict[str, int] = {}
+        share_src: dict[str, int] = {}
+        for hp in plan.senders:
+            t = hp.transfer
+            share_dst[t.dst] = share_dst.get(t.dst, 0) + 1
+            share_src[t.src] = share_src.get(t.src, 0) + 1
+        for hp in plan.senders:
+            t = hp.transfer
+            data = read(hp.metrics) or {}
+            rate = min(host_line_rate(topo, t.src), host_line_rate(topo, t.dst))
+            share = max(share_dst[t.dst], share_src[t.src])
+            ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate
+            fcts = data.get("fct_list_s") or []
+            done = int(data.get("messages_completed", 0))
+            for k in range(t.count):
+                fct = fcts[k] if k < len(fcts) else None
+                if fct is None and k < done and not fcts:
+                    fct = (data.get("fct_s") or {}).get("avg")
+                m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
+                                   "step": plan.index, "fct_s": fct, "ideal_s": ideal})
+            key = f"{t.src}->{t.dst}"
+            m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
+                            "flow_time_s": data.get("flow_time_s"),
+                            "bytes": t.size * done,
+                            "cnps": data.get("cnps_received", 0),
+                            "rate_min_pps": _rate_min_pps(data),
+                            "failovers": data.get("failovers", []),
+                            "retransmits": (data.get("cells") or {}).get("retransmits", 0)}
+        for hp in plan.receivers:
+            data = read(hp.metrics) or {}
+            agg = m.reorder.setdefault(hp.host, {"max_depth": 0, "p99_depth": 0,
+                                                 "out_of_order": 0, "duplicates": 0})
+            for flow in data.get("flows", []):
+                r = flow.get("reorder", {})
+                agg["max_depth"] = max(agg["max_depth"], int(r.get("max_depth", 0)))
+                agg["p99_depth"] = max(agg["p99_depth"], int(r.get("p99_depth", 0) or 0))
+                agg["out_of_order"] += int(r.get("out_of_order", 0))
+                agg["duplicates"] += int(r.get("duplicates", 0))
+
+
+def step_durations(m: RunMetrics, step_times: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per step: its duration (its slowest transfer, measured by the senders themselves, so
+    process start-up between steps is the harness's, not the network's) and its ideal."""
+    for st in step_times:
+        times = [x["fct_s"] for x in m.messages if x["step"] == st["step"]]
+        st["duration_s"] = (max(times) if times and None not in times else None)
+        st["ideal_s"] = max((x["ideal_s"] for x in m.messages
+                             if x["step"] == st["step"]), default=None)
+    return step_times
 
 
 def _rate_samples(data: dict[str, Any], cell: int) -> list[list[float]]:

@@ -1,7 +1,28 @@
 """The p4sim data plane: one BMv2 JSON program, its runtime state, and the DataPlaneApi.
 
-Packets enter through ``receive(port, frame)`` (from the port I/O loop, from ``packet_out`` or
-from tests) and leave through ``tx(port, frame)`` or the packet-in handler for the CPU port.
+Driving a DataPlane from outside (the port I/O loop, the simulator, tests)
+--------------------------------------------------------------------------
+The data plane owns no thread, no socket and no clock; three functions are injected, as BMv2's
+``set_transmit_fn``:
+
+- ``transmit(port, frame)``: called synchronously for every frame leaving an egress port (not
+  the CPU port, whose frames go to the packet-in handler). In bit-rate mode the call happens
+  when the frame's first bit leaves: the port is then busy for ``len(frame) * 8 / bps``.
+- ``wake()``: called when something other than ``receive()`` may have made the next deadline
+  earlier (a queue rate changed, a packet-out from the controller): the driver should call
+  ``poll()`` soon.
+- ``clock() -> int``: the current time in integer nanoseconds (default ``time.monotonic_ns``;
+  a simulator passes its virtual clock). Every timestamp, queue delay, meter and idle timeout
+  of the switch comes from it; the switch never reads the time itself.
+
+The driver's loop is then: ``receive(port, frame)`` (or ``receive_batch``) for every arriving
+frame, which runs ingress, and egress for whatever may leave at once; ``poll()`` to run egress
+for every queued packet due by ``clock()``, which returns the next deadline (ns on the same
+clock) or None when nothing waits. A simulator calls ``poll()`` at that deadline (and after
+every ``wake()``); the port loop sleeps in ``select`` until then. Egress ports are in packet
+mode (``set_queue_rate`` / ``set_queue_depth``, simple_switch's units) unless ``set_link_rate``
+puts them in bit-rate mode (see ``p4sim.switch.tm``).
+
 One lock serializes packet processing with control-plane calls, so every API call sees and
 changes a consistent state and a failed call changes nothing.
 """
@@ -10,6 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from p4sim.switch.api import (
@@ -39,14 +61,28 @@ from p4sim.switch.v1model import V1Model
 MIN_FRAME = 14  # shorter than an Ethernet header: truncated
 MAX_FRAME = 9216 + 18  # jumbo frame plus Ethernet header and FCS room: anything longer is dropped
 
+TransmitFn = Callable[[int, bytes], None]
+Clock = Callable[[], int]
+
+
+def _no_transmit(port: int, frame: bytes) -> None:
+    """Until a transmit function is set, frames leaving the switch are discarded."""
+
+
+def _no_wake() -> None:
+    pass
+
 
 class DataPlane:
     def __init__(self, device_id: int = 0, cpu_port: int | None = None, priorities: int = 1,
-                 log: Any = None) -> None:
+                 log: Any = None, *, transmit: TransmitFn | None = None,
+                 wake: Callable[[], None] | None = None, clock: Clock | None = None) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.lock = threading.RLock()
         self.log = log
+        self.clock: Clock = clock or time.monotonic_ns
+        self.t0 = self.clock()  # v1model timestamps count microseconds from here
         self.tm = TrafficManager(priorities, DEFAULT_DEPTH)
         self.flow: V1Model | None = None
         self.cp: CompiledProgram | None = None
@@ -55,11 +91,19 @@ class DataPlane:
         self.link_up: dict[int, bool] = {}
         self.port_stats: dict[int, PortStats] = {}
         self.no_program_drops = 0
-        self.tx: Any = lambda port, frame: None  # set by the port layer (or a test)
+        self.tx: TransmitFn = transmit or _no_transmit
+        self.wake: Callable[[], None] = wake or _no_wake
         self._packet_in: PacketInHandler | None = None
         self._digest: DigestHandler | None = None
         self._idle: Any = None
-        self.wake: Any = lambda: None  # port layer: wake the I/O loop (new deadline)
+
+    def set_transmit_fn(self, transmit: TransmitFn) -> None:
+        """BMv2's set_transmit_fn: ``transmit(port, frame)`` for every frame leaving a port."""
+        self.tx = transmit
+
+    def set_wake_fn(self, wake: Callable[[], None]) -> None:
+        """``wake()`` is called when the next deadline may have moved earlier (see above)."""
+        self.wake = wake
 
     # -- data path ---------------------------------------------------------------------------
 
@@ -102,24 +146,27 @@ class DataPlane:
                         flow.service()
 
     def service(self) -> int:
+        """Run egress for every queued packet due now; returns how many were processed."""
         with self.lock:
             return self.flow.service() if self.flow is not None else 0
 
-    def next_deadline(self) -> float | None:
+    def poll(self) -> int | None:
+        """Run egress for every queued packet due by ``clock()``; return the time (ns of the
+        injected clock) the next waiting packet is due, or None when no packet waits."""
         with self.lock:
+            if self.flow is not None and (self.tm.backlog or self.flow.pending):
+                self.flow.service()
             return self.tm.next_deadline()
 
     def drain(self, timeout: float = 5.0) -> None:
-        """Run egress until the queues are empty (waiting out rate pacing), for tests/benches."""
+        """Poll until the queues are empty, sleeping out rate pacing in real time: for tests
+        and benches that run on the default (real) clock."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            self.service()
-            with self.lock:
-                if not self.tm.backlog:
-                    return
-                deadline = self.tm.next_deadline()
-            if deadline is not None:
-                time.sleep(max(0.0, min(deadline - time.monotonic(), 0.01)))
+            deadline = self.poll()
+            if deadline is None:
+                return
+            time.sleep(max(0.0, min((deadline - self.clock()) / 1e9, 0.01)))
 
     def _output(self, port: int, frame: bytes) -> None:
         st = self.port_stats.get(port)
@@ -141,8 +188,9 @@ class DataPlane:
     def load_pipeline(self, bmv2_json: bytes) -> None:
         try:
             program = load_program(bmv2_json)
-            cp = CompiledProgram(program, self.port_up, self.log)
-            flow = V1Model(cp, self.tm, self._output, self._digest_out, self.log)
+            cp = CompiledProgram(program, self.port_up, self.log, self.clock)
+            flow = V1Model(cp, self.tm, self._output, self._digest_out, self.clock, self.t0,
+                           self.log)
         except ProgramError as e:
             raise ApiError(Code.INVALID_ARGUMENT, f"bad BMv2 JSON: {e}") from None
         except RecursionError:
@@ -151,7 +199,7 @@ class DataPlane:
             raise ApiError(Code.INVALID_ARGUMENT,
                            f"bad BMv2 JSON: malformed object ({type(e).__name__}: {e})") from None
         with self.lock:
-            self.tm.clear()
+            self.tm.clear(self.clock())
             self.cp = cp
             self.flow = flow
             self._json = bytes(bmv2_json)
@@ -319,11 +367,11 @@ class DataPlane:
         The port layer calls ``check_idle()`` periodically."""
         self._idle = handler
 
-    def check_idle(self, now: float | None = None) -> None:
+    def check_idle(self) -> None:
         if self._idle is None or self.cp is None:
             return
-        now = time.monotonic() if now is None else now
         with self.lock:
+            now = self.clock()
             expired = {name: [t.to_api(e) for e in t.idle_entries(now)]
                        for name, t in self.cp.tables.items() if t.supports_timeout}
         for name, entries in expired.items():
@@ -394,6 +442,7 @@ class DataPlane:
         if self.cpu_port is None:
             raise ApiError(Code.FAILED_PRECONDITION, "no CPU port configured")
         self.receive(self.cpu_port, frame)
+        self.wake()  # it may have queued a packet: the driver's deadline may have moved
 
     def set_packet_in_handler(self, handler: PacketInHandler | None) -> None:
         self._packet_in = handler
@@ -442,15 +491,27 @@ class DataPlane:
         with self.lock:
             self.tm.set_depth(packets, port)
 
+    def set_link_rate(self, bps: int, buffer_bytes: int = 0, port: int | None = None) -> None:
+        """Bit-rate mode: serve ``port`` (None: every port) at ``bps`` bits per second shared
+        by its priority queues, buffering at most ``buffer_bytes`` (0: no byte limit; the
+        packet depth of set_queue_depth still applies). ``bps`` 0: back to packet mode."""
+        if bps < 0 or buffer_bytes < 0:
+            raise ApiError(Code.INVALID_ARGUMENT,
+                           f"link rate {bps} and buffer {buffer_bytes} must be >= 0")
+        with self.lock:
+            self.tm.set_link(bps, buffer_bytes, port)
+        self.wake()
+
     def stats(self) -> SwitchStats:
         with self.lock:
-            tm = self.tm
+            tm, now = self.tm, self.clock()
             known = set(self.port_stats) | set(tm.drops) | set(tm.busy_tx)
             ports = {}
             for p in sorted(known):
                 s = self.port_stats.get(p) or PortStats()
                 ports[p] = PortStats(s.rx_packets, s.tx_packets, s.rx_dropped_malformed,
-                                     tm.drops.get(p, 0), s.rx_socket_drops, tm.busy_seconds(p),
+                                     tm.drops.get(p, 0), s.rx_socket_drops,
+                                     tm.busy_seconds(p, now),
                                      tm.busy_tx.get(p, 0), tm.rate(p),
                                      tm.port_backlog.get(p, 0))
             flow = self.flow

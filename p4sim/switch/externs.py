@@ -10,8 +10,8 @@ from __future__ import annotations
 import binascii
 import random
 import sys
-import time
 from collections.abc import Callable
+from typing import Any
 
 from p4sim.switch.api import MeterConfig
 
@@ -133,25 +133,26 @@ class CounterArray:
 class Meter:
     """One RFC 2698 two-rate three-color marker (color-blind). Unconfigured meters mark GREEN."""
 
-    __slots__ = ("config", "last", "tc", "tp")
+    __slots__ = ("clock", "config", "last", "tc", "tp")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock  # the data plane's clock, integer nanoseconds
         self.config: MeterConfig | None = None
         self.tc = self.tp = 0.0
-        self.last = 0.0
+        self.last = 0
 
     def configure(self, config: MeterConfig | None) -> None:
         self.config = config
         if config is not None:
             self.tc, self.tp = float(config.cburst), float(config.pburst)
-        self.last = time.monotonic()
+        self.last = self.clock()
 
-    def execute(self, units: int, now: float | None = None) -> int:
+    def execute(self, units: int) -> int:
         cfg = self.config
         if cfg is None:
             return GREEN
-        now = time.monotonic() if now is None else now
-        elapsed = now - self.last
+        now = self.clock()
+        elapsed = (now - self.last) / 1e9
         self.last = now
         self.tc = min(float(cfg.cburst), self.tc + elapsed * cfg.cir)
         self.tp = min(float(cfg.pburst), self.tp + elapsed * cfg.pir)
@@ -166,11 +167,11 @@ class Meter:
 
 
 class MeterArray:
-    def __init__(self, name: str, size: int, by_bytes: bool) -> None:
+    def __init__(self, name: str, size: int, by_bytes: bool, clock: Any) -> None:
         self.name = name
         self.size = size
         self.by_bytes = by_bytes
-        self.meters = [Meter() for _ in range(size)]
+        self.meters = [Meter(clock) for _ in range(size)]
 
     def execute(self, index: int, nbytes: int) -> int:
         if not 0 <= index < self.size:

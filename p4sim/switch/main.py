@@ -132,10 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     server: Any = None
     admin: AdminServer | None = None
     try:
-        ports = PortIO(dp, ifaces, ns.pcap)
+        ports = PortIO(ifaces, ns.pcap)
     except OSError as e:
         print(f"p4sim switch: error: {e}", file=sys.stderr)
         return 1
+    dp.set_transmit_fn(ports.tx)
+    dp.set_wake_fn(ports.wake)
     try:
         try:
             admin = AdminServer(dp, ns.thrift_port)
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         # and skip everything allocated at start-up (generated code, protobuf modules).
         gc.freeze()
         gc.set_threshold(50_000, 50, 100)
-        ports.start()
+        ports.start(dp)
         port_list = ", ".join(f"{p}@{i}" for p, i in sorted(ifaces.items())) or "none"
         print(f"p4sim switch: device {ns.device_id} ports {port_list}"
               f"{' gRPC ' + grpc_addr if server is not None else ''}"

@@ -7,7 +7,6 @@ A control pipeline is a graph of nodes (tables and conditionals); each node is a
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,16 +44,17 @@ def _run_pipeline(init: Any) -> Any:
 
 
 class CompiledProgram:
-    def __init__(self, program: Program, port_up: Any, log: Any = None) -> None:
+    def __init__(self, program: Program, port_up: Any, log: Any, clock: Any) -> None:
         self.p = program
         self.port_up = port_up
+        self.clock = clock  # the data plane's clock, integer nanoseconds
         ns: dict[str, Any] = {}
         self.ns = ns
         self.registers = {n: RegisterArray(n, int(r.get("size", 0)), int(r.get("bitwidth", 32)))
                           for n, r in program.register_arrays.items()}
         self.counters = {n: CounterArray(n, int(c.get("size", 0)))
                          for n, c in program.counter_arrays.items() if not c.get("is_direct")}
-        self.meters = {n: MeterArray(n, int(m.get("size", 0)), m.get("type") == "bytes")
+        self.meters = {n: MeterArray(n, int(m.get("size", 0)), m.get("type") == "bytes", clock)
                        for n, m in program.meter_arrays.items() if not m.get("is_direct")}
         ns["REGISTERS"] = self.registers
         ns["COUNTERS"] = self.counters
@@ -212,7 +212,8 @@ class CompiledProgram:
             if profile is None:
                 raise ProgramError(f"{where}: unknown action_profile {t.get('action_profile')!r}")
             profile.actions = actions
-        table = MatchTable(name, keys, actions, int(t.get("max_size") or 0), key_fn, profile)
+        table = MatchTable(name, keys, actions, int(t.get("max_size") or 0), key_fn, self.clock,
+                           profile)
         table.supports_timeout = bool(t.get("support_timeout"))
         table.with_counters = bool(t.get("with_counters")) or any(
             c.get("is_direct") and c.get("binding") == name
@@ -283,7 +284,7 @@ def _action_node(adef: ActionDef, br: _Branch) -> Any:
 
 def _table_node(t: MatchTable) -> Any:
     key_fn, lookup, profile = t.key_fn, t.lookup, t.profile
-    monotonic = time.monotonic
+    clock = t.clock
 
     def miss(P: Any, F: list[int]) -> Any:
         adef = t.default_action
@@ -318,7 +319,7 @@ def _table_node(t: MatchTable) -> Any:
             e.packets += 1
             e.bytes += P.length
         if t.supports_timeout:
-            e.last_hit = monotonic()
+            e.last_hit = clock()
             e.idle_notified = False
         if e.meter is not None:
             units = P.length if t.meter_by_bytes else 1

@@ -1,8 +1,9 @@
 """Switch ports on Linux interfaces (AF_PACKET raw sockets) and the packet I/O loop.
 
-One thread polls every port socket; frames are processed to completion under the data plane's
-lock, then the traffic manager is serviced, and the poll timeout follows the next paced
-departure. Copies of frames the switch itself sent (PACKET_OUTGOING) are ignored. Link status
+One thread polls every port socket; frames are handed to the data plane (``receive_batch``),
+then ``poll()`` runs whatever egress is due and gives the next paced departure, which sets the
+poll timeout. The ports drive the data plane only through its public calls: the data plane gets
+``tx`` and ``wake`` as its transmit and wake-up functions (``DataPlane.set_transmit_fn``). Copies of frames the switch itself sent (PACKET_OUTGOING) are ignored. Link status
 (carrier) is polled so a port whose link goes down is down for action selector ``watch_port``.
 """
 
@@ -56,8 +57,8 @@ def link_carrier(ifname: str) -> bool:
 
 
 class PortIO:
-    def __init__(self, dp: Any, interfaces: dict[int, str], pcap_dir: str | None = None) -> None:
-        self.dp = dp
+    def __init__(self, interfaces: dict[int, str], pcap_dir: str | None = None) -> None:
+        self.dp: Any = None  # the data plane, given to start()
         self.interfaces = dict(interfaces)
         self.socks: dict[int, socket.socket] = {}
         self.by_fd: dict[int, tuple[int, socket.socket]] = {}
@@ -96,8 +97,6 @@ class PortIO:
                 os.makedirs(pcap_dir, exist_ok=True)
                 self.pcap_in[port] = PcapWriter(os.path.join(pcap_dir, f"{ifname}_in.pcap"))
                 self.pcap_out[port] = PcapWriter(os.path.join(pcap_dir, f"{ifname}_out.pcap"))
-        dp.tx = self.tx
-        dp.wake = self.wake
         self.thread: threading.Thread | None = None
 
     def tx(self, port: int, frame: bytes) -> None:
@@ -117,7 +116,9 @@ class PortIO:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
 
-    def start(self) -> None:
+    def start(self, dp: Any) -> None:
+        """Run the I/O loop for ``dp`` (whose transmit/wake functions should be ours)."""
+        self.dp = dp
         self.thread = threading.Thread(target=self.run, name="p4sim-ports", daemon=True)
         self.thread.start()
 
@@ -178,8 +179,9 @@ class PortIO:
             if now >= until:
                 del self.resting[fd]
                 poller.register(fd, select.POLLIN)
-        deadline = dp.next_deadline()
-        timeout = LINK_POLL_S if deadline is None else min(max(deadline - now, 0.0), LINK_POLL_S)
+        deadline = dp.poll()
+        timeout = LINK_POLL_S if deadline is None else \
+            min(max((deadline - dp.clock()) / 1e9, 0.0), LINK_POLL_S)
         for fd, _ in poller.poll(timeout * 1000.0):
             if fd == self._wake_r:
                 with contextlib.suppress(OSError):
@@ -210,12 +212,10 @@ class PortIO:
                 batch.append(frame)
             if batch:
                 receive_batch(port, batch)
-        if dp.tm.backlog:
-            dp.service()
         now = time.monotonic()
         if now >= timers[0]:
             self._poll_links()
-            dp.check_idle(now)
+            dp.check_idle()
             timers[0] = now + LINK_POLL_S
         if (self.pcap_in or self.pcap_out) and now >= timers[1]:
             for w in [*self.pcap_in.values(), *self.pcap_out.values()]:

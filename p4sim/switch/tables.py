@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import bisect
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,14 +72,15 @@ class Entry:
         self.meter: Meter | None = None
         self.matchers: tuple = ()
         self.timeout_ms: int | None = None
-        self.last_hit = time.monotonic()
+        self.last_hit = 0  # ns on the data plane's clock
         self.idle_notified = False
 
 
 class MatchTable:
     def __init__(self, name: str, keys: list[tuple[str, int, str]], actions: dict[str, ActionDef],
-                 max_size: int, key_fn: Any, profile: Any = None) -> None:
+                 max_size: int, key_fn: Any, clock: Any, profile: Any = None) -> None:
         self.name = name
+        self.clock = clock  # the data plane's clock (ns): meters and idle timeouts
         self.keys = keys  # (match kind, bit width, key name)
         self.kinds = [k for k, _, _ in keys]
         self.actions = actions
@@ -238,9 +238,10 @@ class MatchTable:
         entry = Entry(canon, prio, te.action)
         entry.matchers = matchers
         entry.timeout_ms = te.timeout_ms
+        entry.last_hit = self.clock()
         self._fill(entry, te.action, adef, data)
         if self.meter_result_slot is not None:
-            entry.meter = Meter()
+            entry.meter = Meter(self.clock)
             entry.meter.configure(te.meter)
         self.entries[(canon, prio)] = entry
         self._index_add(entry)
@@ -302,7 +303,7 @@ class MatchTable:
             entry.meter.configure(te.meter)
         if te.timeout_ms is not None:
             entry.timeout_ms = te.timeout_ms
-            entry.last_hit = time.monotonic()
+            entry.last_hit = self.clock()
             entry.idle_notified = False
 
     def delete(self, key: tuple[KeyField, ...], priority: int) -> None:
@@ -325,12 +326,12 @@ class MatchTable:
     def entry_list(self) -> list[TableEntry]:
         return [self.to_api(e) for e in self.entries.values()]
 
-    def idle_entries(self, now: float) -> list[Entry]:
+    def idle_entries(self, now: int) -> list[Entry]:
         """Entries idle longer than their timeout, each reported once per idle period."""
         out = []
         for e in self.entries.values():
             if (e.timeout_ms and not e.idle_notified
-                    and (now - e.last_hit) * 1000.0 >= e.timeout_ms):
+                    and now - e.last_hit >= e.timeout_ms * 1_000_000):
                 e.idle_notified = True
                 out.append(e)
         return out

@@ -1,28 +1,53 @@
-"""Traffic manager: simple_switch's egress buffers.
+"""Traffic manager: simple_switch's egress buffers, with an optional link model per port.
 
-One FIFO per (egress port, priority); a depth limit in packets with tail drop counted per port;
-a service rate in packets per second (0 = unlimited) paced with real time; strict priority
-between a port's queues (higher priority number served first) and round robin between ports.
-Depths are in packets and times in seconds here; the v1model flow converts to microseconds.
+One FIFO per (egress port, priority), strict priority between a port's queues (higher priority
+number served first) and round robin between ports. Two ways to limit a port, usable together:
+
+- **packet mode** (simple_switch's ``set_queue_rate`` / ``set_queue_depth``, what the emulated
+  target uses): each queue holds at most ``depth`` packets (tail drop) and releases at most
+  ``rate`` packets per second (0 = unlimited);
+- **bit-rate mode** (``set_link``, for the simulator): the port's serializer sends at ``bps``
+  bits per second, shared by all its priority queues (a frame of n bytes keeps it busy
+  n * 8 / bps), and the port buffers at most ``buffer_bytes`` bytes over all its queues (tail
+  drop).
+
+The TM never reads a clock: every call that needs the time takes ``now`` in integer
+nanoseconds of the data plane's clock. Paced times are kept as exact integers scaled by the
+rate (``t_ns * rate``), so departures keep an exact spacing however they are polled and a
+deadline is exact to the nanosecond (rounded up). Queued items are packets: bit-rate mode reads
+their ``length``.
 """
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from typing import Any
 
 DEFAULT_DEPTH = 64
+NS = 1_000_000_000
+
+
+class Link:
+    """A port's serializer and byte buffer (bit-rate mode)."""
+
+    __slots__ = ("bps", "buffer_bytes", "free_num", "queued_bytes")
+
+    def __init__(self, bps: int, buffer_bytes: int) -> None:
+        self.bps = bps
+        self.buffer_bytes = buffer_bytes  # 0 = unlimited
+        self.free_num = 0  # the serializer is free from free_num / bps ns on
+        self.queued_bytes = 0
 
 
 class Queue:
-    __slots__ = ("depth", "interval", "items", "next_time")
+    __slots__ = ("depth", "items", "link", "next_num", "pps")
 
-    def __init__(self, depth: int, rate: int) -> None:
+    def __init__(self, depth: int, pps: int, link: Link | None) -> None:
         self.items: deque[Any] = deque()
         self.depth = depth
-        self.interval = 1.0 / rate if rate > 0 else 0.0
-        self.next_time = 0.0
+        self.pps = pps  # 0 = unlimited
+        self.next_num = 0  # next departure allowed from next_num / pps ns on
+        self.link = link
 
 
 class TrafficManager:
@@ -32,6 +57,8 @@ class TrafficManager:
         self.default_rate = 0
         self.port_depth: dict[int, int] = {}
         self.port_rate: dict[tuple[int, int | None], int] = {}
+        self.links: dict[int, Link] = {}
+        self.default_link: tuple[int, int] | None = None  # (bps, buffer bytes) for new ports
         self.queues: dict[tuple[int, int], Queue] = {}
         self.ports: list[int] = []  # ports with queues, in round-robin order
         self.rr = 0
@@ -39,8 +66,8 @@ class TrafficManager:
         self.backlog = 0
         # Busy accounting (time a port had packets waiting, packets sent from a backlog).
         self.port_backlog: dict[int, int] = {}
-        self.busy_since: dict[int, float] = {}
-        self.busy_total: dict[int, float] = {}
+        self.busy_since: dict[int, int] = {}
+        self.busy_total: dict[int, int] = {}
         self.busy_tx: dict[int, int] = {}
 
     def _rate_for(self, port: int, prio: int) -> int:
@@ -49,18 +76,26 @@ class TrafficManager:
                 return self.port_rate[key]
         return self.default_rate
 
+    def _link_for(self, port: int) -> Link | None:
+        link = self.links.get(port)
+        if link is None and self.default_link is not None:
+            link = self.links[port] = Link(*self.default_link)
+        return link
+
     def queue(self, port: int, prio: int = 0) -> Queue:
         q = self.queues.get((port, prio))
         if q is None:
-            q = Queue(self.port_depth.get(port, self.default_depth), self._rate_for(port, prio))
+            q = Queue(self.port_depth.get(port, self.default_depth), self._rate_for(port, prio),
+                      self._link_for(port))
             self.queues[(port, prio)] = q
             if port not in self.ports:
                 self.ports.append(port)
         return q
 
-    # -- settings (simple_switch_CLI set_queue_rate / set_queue_depth) -------------------------
+    # -- settings ----------------------------------------------------------------------------
 
     def set_rate(self, pps: int, port: int | None = None, prio: int | None = None) -> None:
+        """simple_switch_CLI set_queue_rate: packets per second (0 = unlimited)."""
         if port is None:
             self.default_rate = pps
             self.port_rate.clear()
@@ -70,9 +105,14 @@ class TrafficManager:
             targets = [q for (p, pr), q in self.queues.items()
                        if p == port and (prio is None or pr == prio)]
         for q in targets:
-            q.interval = 1.0 / pps if pps > 0 else 0.0
+            if q.pps and pps:
+                q.next_num = q.next_num * pps // q.pps  # same instant in the new scale
+            else:
+                q.next_num = 0
+            q.pps = pps
 
     def set_depth(self, packets: int, port: int | None = None) -> None:
+        """simple_switch_CLI set_queue_depth: packets per queue."""
         if port is None:
             self.default_depth = packets
             self.port_depth.clear()
@@ -83,31 +123,74 @@ class TrafficManager:
         for q in targets:
             q.depth = packets
 
+    def set_link(self, bps: int, buffer_bytes: int = 0, port: int | None = None) -> None:
+        """Bit-rate mode for ``port`` (or every port, present and future): a serializer of
+        ``bps`` bits per second shared by the port's queues and a buffer of ``buffer_bytes``
+        (0 = unlimited). ``bps`` 0 returns the port(s) to packet mode."""
+        ports = sorted({p for p, _ in self.queues}) if port is None else [port]
+        if port is None:
+            self.default_link = (bps, buffer_bytes) if bps > 0 else None
+        for p in ports:
+            if bps <= 0:
+                self.links.pop(p, None)
+                link = None
+            else:
+                link = self.links.get(p)
+                if link is None:
+                    link = self.links[p] = Link(bps, buffer_bytes)
+                else:
+                    link.free_num = link.free_num * bps // link.bps
+                    link.bps, link.buffer_bytes = bps, buffer_bytes
+            for (qp, _), q in self.queues.items():
+                if qp == p:
+                    q.link = link
+        if bps <= 0 and port is None:
+            self.links.clear()
+
     # -- data path ---------------------------------------------------------------------------
 
-    def enqueue(self, port: int, prio: int, item: Any) -> int:
+    def may_pass(self, port: int, prio: int, now: int) -> bool:
+        """True when a packet for (port, prio) would leave at once: an empty queue without a
+        packet-rate limit on an idle port. The caller then sends it straight through egress
+        (``start_link`` claims the serializer) instead of a queue round trip."""
+        q = self.queues.get((port, prio)) or self.queue(port, prio)
+        if q.items or q.pps or q.depth <= 0:
+            return False
+        link = q.link
+        return link is None or (not self.port_backlog.get(port)
+                                and link.free_num <= now * link.bps)
+
+    def enqueue(self, port: int, prio: int, item: Any, now: int) -> int:
         """Queue ``item``; returns the depth it found (enq_qdepth) or -1 when tail-dropped."""
         q = self.queues.get((port, prio)) or self.queue(port, prio)
         n = len(q.items)
-        if n >= q.depth:
+        link = q.link
+        if n >= q.depth or (link is not None and link.buffer_bytes
+                            and link.queued_bytes + item.length > link.buffer_bytes):
             self.drops[port] = self.drops.get(port, 0) + 1
             return -1
-        if not n and q.interval:
+        if not n and q.pps:
             # A busy period starts: the first packet may leave now. (Idle time earns no
             # credit; within a busy period departures keep an exact 1/rate spacing.)
-            t = time.monotonic()
-            if q.next_time < t:
-                q.next_time = t
+            t = now * q.pps
+            if q.next_num < t:
+                q.next_num = t
+        waiting = self.port_backlog.get(port, 0)
+        if link is not None:
+            link.queued_bytes += item.length
+            if not waiting and link.free_num < now * link.bps:
+                link.free_num = now * link.bps  # an idle serializer starts with this packet
         q.items.append(item)
         self.backlog += 1
-        waiting = self.port_backlog.get(port, 0)
         if not waiting:
-            self.busy_since[port] = time.monotonic()
+            self.busy_since[port] = now
         self.port_backlog[port] = waiting + 1
         return n
 
-    def dequeue(self, now: float) -> tuple[int, int, Any, int] | None:
-        """Next packet allowed to leave at ``now``: (port, prio, item, depth after), or None."""
+    def dequeue(self, now: int) -> tuple[int, int, Any, int] | None:
+        """Next packet allowed to leave at ``now``: (port, prio, item, depth after), or None.
+        In bit-rate mode the port's serializer is claimed for the item's length (``settle``
+        corrects it once egress has decided the frame that actually leaves)."""
         if not self.backlog:
             return None
         ports = self.ports
@@ -118,28 +201,53 @@ class TrafficManager:
                 q = self.queues.get((port, prio))
                 if q is None or not q.items:
                     continue
-                if q.interval:
-                    if q.next_time > now:
+                link = q.link
+                if link is not None and link.free_num > now * link.bps:
+                    break  # the port is still sending: nothing of it leaves yet
+                if q.pps:
+                    if q.next_num > now * q.pps:
                         break  # this port's head is paced; strict priority holds lower ones
-                    q.next_time += q.interval
+                    q.next_num += NS
                 item = q.items.popleft()
+                if link is not None:
+                    link.queued_bytes -= item.length
+                    link.free_num += item.length * 8 * NS
                 self.backlog -= 1
                 self.busy_tx[port] = self.busy_tx.get(port, 0) + 1
                 waiting = self.port_backlog[port] - 1
                 self.port_backlog[port] = waiting
                 if not waiting:
-                    self.busy_total[port] = (self.busy_total.get(port, 0.0)
+                    self.busy_total[port] = (self.busy_total.get(port, 0)
                                              + now - self.busy_since[port])
                 self.rr = (self.rr + i + 1) % n
                 return port, prio, item, len(q.items)
         return None
 
-    def next_deadline(self) -> float | None:
-        """Earliest time a paced queue with packets may send (None if nothing waits)."""
+    def start_link(self, port: int, nbytes: int, now: int) -> None:
+        """A packet passed straight through (``may_pass``) on an idle bit-rate port: the
+        serializer is busy with it from ``now``."""
+        link = self.links.get(port)
+        if link is not None:
+            link.free_num = now * link.bps + nbytes * 8 * NS
+
+    def settle(self, port: int, charged: int, sent: int) -> None:
+        """Egress turned a packet charged at ``charged`` bytes into ``sent`` bytes on the wire
+        (0: dropped, recirculated): the serializer is busy for what really left."""
+        link = self.links.get(port)
+        if link is not None and charged != sent:
+            link.free_num += (sent - charged) * 8 * NS
+
+    def next_deadline(self) -> int | None:
+        """Earliest time (ns) a waiting packet may leave; None if nothing waits."""
+        if not self.backlog:
+            return None
         best = None
         for q in self.queues.values():
             if q.items:
-                t = q.next_time if q.interval else 0.0
+                t = -(-q.next_num // q.pps) if q.pps else 0
+                link = q.link
+                if link is not None:
+                    t = max(t, -(-link.free_num // link.bps))
                 best = t if best is None or t < best else best
         return best
 
@@ -147,26 +255,27 @@ class TrafficManager:
         q = self.queues.get((port, prio))
         return len(q.items) if q else 0
 
-    def busy_seconds(self, port: int) -> float:
-        total = self.busy_total.get(port, 0.0)
+    def queued_bytes(self, port: int) -> int:
+        link = self.links.get(port)
+        return link.queued_bytes if link is not None else 0
+
+    def busy_seconds(self, port: int, now: int) -> float:
+        total = self.busy_total.get(port, 0)
         if self.port_backlog.get(port):
-            total += time.monotonic() - self.busy_since[port]
-        return total
+            total += now - self.busy_since[port]
+        return total / NS
 
     def rate(self, port: int) -> int:
         return self._rate_for(port, 0)
 
-    def clear(self) -> None:
-        now = time.monotonic()
+    def clear(self, now: int) -> None:
         for port, waiting in self.port_backlog.items():
             if waiting:
-                self.busy_total[port] = (self.busy_total.get(port, 0.0)
+                self.busy_total[port] = (self.busy_total.get(port, 0)
                                          + now - self.busy_since[port])
         for q in self.queues.values():
             q.items.clear()
+        for link in self.links.values():
+            link.queued_bytes = 0
         self.port_backlog.clear()
         self.backlog = 0
-
-
-def now() -> float:
-    return time.monotonic()

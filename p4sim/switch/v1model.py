@@ -6,7 +6,6 @@ parser -> verify checksum -> ingress -> (clone / digest / resubmit / multicast /
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from typing import Any
 
@@ -38,7 +37,7 @@ class Counters:
 
 class V1Model:
     def __init__(self, cp: CompiledProgram, tm: TrafficManager, output: Any,
-                 digest_out: Any, log: Any = None) -> None:
+                 digest_out: Any, clock: Any, t0: int, log: Any = None) -> None:
         self.cp = cp
         self.log = log
         p = cp.p
@@ -61,7 +60,8 @@ class V1Model:
         self.s_igts, self.s_egts = s("ingress_global_timestamp"), s("egress_global_timestamp")
         self.s_mcast, self.s_rid, self.s_prio = s("mcast_grp"), s("egress_rid"), s("priority")
         self.s_perr, self.s_qid = s("parser_error"), s("qid")
-        self.t0 = time.monotonic()
+        self.clock = clock  # integer nanoseconds; timestamps count microseconds from t0
+        self.t0 = t0
         self._in_egress = False
         # Timestamps are stored truncated to their fields' widths, as BMv2's Field::set does
         # (enq_timestamp and deq_timedelta are 32-bit microsecond counts in v1model).
@@ -81,7 +81,7 @@ class V1Model:
         recirculate, truncate) hand over to the general methods at the same point, so both
         paths do exactly the same thing."""
         cp, tm, counters = self.cp, self.tm, self.counters
-        template, t0, monotonic = self.template, self.t0, time.monotonic
+        template, t0, clock = self.template, self.t0, self.clock
         parser_start, too_short = cp.parser_start, self.too_short
         verify, update, deparse = cp.verify_checksums, cp.update_checksums, cp.deparse
         ingress, egress, output = self.ingress, self.egress, self.output
@@ -97,7 +97,7 @@ class V1Model:
         def fast_receive(port: int, frame: bytes) -> None:
             F = template[:]
             P = Packet(F, frame, port)
-            ts = int((monotonic() - t0) * 1e6)
+            ts = (clock() - t0) // 1000
             F[s_in] = port
             F[s_len] = len(frame)
             F[s_igts] = ts
@@ -119,7 +119,8 @@ class V1Model:
                     counters.pipeline_drops += 1
                     return
                 q = queues.get((es, 0)) if one_prio else None
-                if q is None or q.items or q.interval or q.depth <= 0 or self._in_egress:
+                if (q is None or q.items or q.pps or q.depth <= 0 or q.link is not None
+                        or self._in_egress):
                     enqueue(P, es)
                     return
                 # Cut-through (see enqueue): an empty unlimited queue.
@@ -163,7 +164,7 @@ class V1Model:
         F[self.s_in] = port
         F[self.s_len] = len(frame)
         F[self.s_it] = instance_type
-        F[self.s_igts] = int((time.monotonic() - self.t0) * 1e6)
+        F[self.s_igts] = (self.clock() - self.t0) // 1000
         if preserved:
             for slot, value in preserved:
                 F[slot] = value
@@ -264,19 +265,20 @@ class V1Model:
             return
         P.egress_port = port
         P.qprio = prio
-        F[self.s_enq_ts] = int((time.monotonic() - self.t0) * 1e6) & self.m_enq_ts
+        now = self.clock()
+        F[self.s_enq_ts] = ((now - self.t0) // 1000) & self.m_enq_ts
         tm = self.tm
-        q = tm.queues.get((port, prio)) or tm.queue(port, prio)
-        if not q.items and not q.interval and q.depth > 0 and not self._in_egress:
+        if not self._in_egress and tm.may_pass(port, prio, now):
             # Unlimited rate and an empty queue: the packet would leave at once, so run egress
             # now instead of a queue round trip (its queue depth and delay are 0, as measured).
             F[self.s_enq_qd] = 0
+            tm.start_link(port, P.length, now)
             try:
                 self._egress(P, port, prio, 0)
             except Exception as e:
                 self._abort(e)
             return
-        depth = tm.enqueue(port, prio, P)
+        depth = tm.enqueue(port, prio, P, now)
         if depth >= 0:
             F[self.s_enq_qd] = depth
 
@@ -285,7 +287,7 @@ class V1Model:
         n = 0
         tm = self.tm
         while tm.backlog:
-            item = tm.dequeue(time.monotonic())
+            item = tm.dequeue(self.clock())
             if item is None:
                 break
             port, prio, P, left = item
@@ -307,7 +309,7 @@ class V1Model:
         # clears it if a packet fails half way.
         self._in_egress = True
         F = P.F
-        ts = int((time.monotonic() - self.t0) * 1e6)
+        ts = (self.clock() - self.t0) // 1000
         F[self.s_ep] = port
         F[self.s_egts] = ts
         F[self.s_deq_td] = (ts - F[self.s_enq_ts]) & self.m_deq_td
@@ -341,9 +343,12 @@ class V1Model:
                         C.F[slot] = value
                     C.truncate = session.packet_length_bytes
                     self.enqueue(C, r.egress_port)
+        links = self.tm.links
         if F[self.s_es] == DROP_PORT:
             self._in_egress = False
             self.counters.pipeline_drops += 1
+            if links:
+                self.tm.settle(port, P.length, 0)
             return
         cp = self.cp
         if cp.update_checksums is not None:
@@ -353,8 +358,12 @@ class V1Model:
             frame = frame[:P.truncate]
         self._in_egress = False
         if P.recirc_fl is not None:
+            if links:
+                self.tm.settle(port, P.length, 0)
             if P.passes < MAX_PASSES:
                 self.pending.append((P.ingress_port, frame, RECIRC,
                                      self._preserve(F, P.recirc_fl), P.passes + 1))
             return
+        if links:
+            self.tm.settle(port, P.length, len(frame))
         self.output(port, frame)

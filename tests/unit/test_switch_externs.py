@@ -44,16 +44,17 @@ def test_hash_algorithms_match_published_check_values() -> None:
 
 
 def test_meter_two_rate_three_color() -> None:
-    m = externs.Meter()
-    assert m.execute(1, now=0.0) == externs.GREEN  # unconfigured meters mark green
+    now = [0]  # the meter's injected clock, nanoseconds
+    m = externs.Meter(lambda: now[0])
+    assert m.execute(1) == externs.GREEN  # unconfigured meters mark green
     m.configure(MeterConfig(cir=10, cburst=2, pir=20, pburst=4))
-    m.last = 0.0
-    colors = [m.execute(1, now=0.0) for _ in range(5)]
+    colors = [m.execute(1) for _ in range(5)]
     assert colors == [externs.GREEN, externs.GREEN, externs.YELLOW, externs.YELLOW, externs.RED]
     # 0.1 s later: committed bucket +1 token, peak bucket +2 tokens.
-    assert m.execute(1, now=0.1) == externs.GREEN
-    assert m.execute(1, now=0.1) == externs.YELLOW
-    assert m.execute(1, now=0.1) == externs.RED
+    now[0] = 100_000_000
+    assert m.execute(1) == externs.GREEN
+    assert m.execute(1) == externs.YELLOW
+    assert m.execute(1) == externs.RED
 
 
 def counters_prog() -> Prog:

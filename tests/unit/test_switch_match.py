@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,11 +28,11 @@ from p4sim.switch.dataplane import DataPlane
 FIELDS = [("k1", 16), ("k2", 8), ("out", 16), ("out2", 16)]
 
 
-def make(prog: Prog) -> DataPlane:
-    dp = DataPlane()
+def make(prog: Prog, clock: Callable[[], int] | None = None) -> DataPlane:
+    dp = DataPlane(clock=clock)
     dp.load_pipeline(prog.json())
     dp.out = []  # type: ignore[attr-defined]
-    dp.tx = lambda port, frame: dp.out.append((port, prog.fields(frame)))  # type: ignore
+    dp.set_transmit_fn(lambda port, frame: dp.out.append((port, prog.fields(frame))))  # type: ignore
     return dp
 
 
@@ -183,14 +184,11 @@ def test_json_const_entry_priority_smaller_number_wins() -> None:
     assert run(dp, p, 6)["out"] == 1
 
 
-def test_idle_timeout_notifies_once_per_idle_period(monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
-    now = [500.0]
-    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+def test_idle_timeout_notifies_once_per_idle_period() -> None:
+    now = [500.0]  # seconds on the switch's injected clock
     p, _ = setter_prog([("exact", ["probe", "k1"])])
     p.tables["ingress"][0]["support_timeout"] = True
-    dp = make(p)
+    dp = make(p, clock=lambda: round(now[0] * 1e9))
     seen: list[tuple[str, list[int]]] = []
     dp.set_idle_handler(lambda t, es: seen.append((t, [e.key[0].value for e in es])))
     dp.table_insert("t", TableEntry((Exact(1),), ActionCall("set_out", (1,)), timeout_ms=100))

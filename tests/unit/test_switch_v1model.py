@@ -5,7 +5,7 @@ the replication engine, resubmit, recirculate, digests, CPU port, and the traffi
 from __future__ import annotations
 
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,11 +37,12 @@ def report_egress(p: Prog) -> None:
     p.table("rep", [], [a], default=(a, []), pipe="egress")
 
 
-def make(p: Prog, **kw: int) -> tuple[DataPlane, list[tuple[int, dict[str, int]]]]:
-    dp = DataPlane(**kw)
-    dp.load_pipeline(p.json())
+def make(p: Prog, clock: Callable[[], int] | None = None,
+         **kw: int) -> tuple[DataPlane, list[tuple[int, dict[str, int]]]]:
     out: list[tuple[int, dict[str, int]]] = []
-    dp.tx = lambda port, frame: out.append((port, p.fields(frame)))
+    dp = DataPlane(**kw, clock=clock,
+                   transmit=lambda port, frame: out.append((port, p.fields(frame))))
+    dp.load_pipeline(p.json())
     return dp, out
 
 
@@ -186,30 +187,29 @@ def queue_prog() -> Prog:
 
 
 class FakeClock:
-    """time.monotonic() under test control, so queueing results do not depend on machine load."""
+    """The switch's injected clock under test control (seconds here, nanoseconds to the
+    switch), so queueing results do not depend on machine load."""
 
     def __init__(self) -> None:
         self.now = 1000.0
 
-    def __call__(self) -> float:
-        return self.now
+    def __call__(self) -> int:
+        return round(self.now * 1e9)
 
     def run(self, dp: DataPlane, step: float, steps: int) -> None:
         for _ in range(steps):
             self.now += step
-            dp.service()
+            dp.poll()
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    c = FakeClock()
-    monkeypatch.setattr(time, "monotonic", c)
-    return c
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 def test_queue_builds_up_paces_and_tail_drops(clock: FakeClock) -> None:
     p = queue_prog()
-    dp, out = make(p)
+    dp, out = make(p, clock)
     dp.set_queue_rate(200, 1)
     dp.set_queue_depth(10, 1)
     for i in range(15):
@@ -233,7 +233,7 @@ def test_high_rate_pacing_keeps_its_average_rate(clock: FakeClock) -> None:
     # 5000 pps is finer than the 1 ms steps the queue is serviced at here (as with a coarse
     # timer): departures must catch up within a busy period, not leave one per wake-up.
     p = queue_prog()
-    dp, out = make(p)
+    dp, out = make(p, clock)
     dp.set_queue_rate(5000, 1)
     dp.set_queue_depth(1000, 1)
     for i in range(400):
@@ -257,7 +257,7 @@ def test_unlimited_rate_has_no_queueing() -> None:
 
 def test_strict_priority_between_queues(clock: FakeClock) -> None:
     p = queue_prog()
-    dp, out = make(p, priorities=2)
+    dp, out = make(p, clock, priorities=2)
     dp.set_queue_rate(100, 1)
     for i in range(4):
         dp.receive(0, p.frame(i, 0))  # low priority

@@ -1,0 +1,110 @@
+"""The controller's switch connections, in-process: the same FabricController, the same
+P4Runtime protos, handled by the same device code the P4Runtime server runs
+(``p4sim.switch.p4runtime.device``), without gRPC or sockets. A simulated fabric and an
+emulated one of the same topology therefore hold identical tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from google.rpc import code_pb2
+from p4.v1 import p4runtime_pb2 as p4rt
+
+from controlplane.codec import Codec
+from controlplane.connection import Pipeline
+from controlplane.entities import Entity
+from controlplane.errors import ControlPlaneError
+from controlplane.p4info import P4InfoIndex, load_p4info
+from p4sim.switch.p4runtime.arbitration import Arbiter
+from p4sim.switch.p4runtime.codec import P4RTError
+from p4sim.switch.p4runtime.device import Device
+
+T = TypeVar("T")
+
+
+class LocalConnection:
+    """What FabricController uses of a ``SwitchConnection``, served by a local ``Device``."""
+
+    def __init__(self, name: str, dp: Any, device_id: int) -> None:
+        self.name = name
+        self.device_id = device_id
+        self.device = Device(dp, device_id, Arbiter())
+        self._codec: Codec | None = None
+
+    @property
+    def codec(self) -> Codec:
+        if self._codec is None:
+            raise ControlPlaneError(f"switch {self.name}: no pipeline")
+        return self._codec
+
+    def set_pipeline(self, p4info_path: str | Path, json_path: str | Path) -> None:
+        info = load_p4info(p4info_path)
+        req = p4rt.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            action=p4rt.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        req.config.p4info.CopyFrom(info)
+        req.config.p4_device_config = Path(json_path).read_bytes()
+        self._call("SetForwardingPipelineConfig", self.device.set_pipeline, req)
+        self._codec = Codec(P4InfoIndex(info))
+
+    def get_pipeline(self) -> Pipeline:
+        req = p4rt.GetForwardingPipelineConfigRequest(device_id=self.device_id)
+        out = p4rt.ForwardingPipelineConfig()
+        self._call("GetForwardingPipelineConfig", self.device.get_pipeline, req, out)
+        return Pipeline(out.p4info, out.p4_device_config, out.cookie.cookie)
+
+    def write_protos(self, updates: Iterable[p4rt.Update]) -> None:
+        req = p4rt.WriteRequest(device_id=self.device_id, updates=list(updates))
+        status = self._call("Write", self.device.write, req)
+        if status.code:
+            for i, detail in enumerate(status.details):
+                err = p4rt.Error()
+                detail.Unpack(err)
+                if err.canonical_code:
+                    raise ControlPlaneError(
+                        f"switch {self.name}: Write: update {i}: "
+                        f"{code_pb2.Code.Name(err.canonical_code)}: {err.message}")
+
+    def read_protos(self, *entities: p4rt.Entity) -> list[p4rt.Entity]:
+        req = p4rt.ReadRequest(device_id=self.device_id, entities=entities)
+        found, err = self._call("Read", self.device.read, req)
+        if err is not None:
+            raise ControlPlaneError(f"switch {self.name}: Read: {err.message}")
+        return found
+
+    def read(self, *entities: Entity) -> list[Entity]:
+        protos = self.read_protos(*(self.codec.to_proto(e, for_read=True) for e in entities))
+        return [self.codec.from_proto(p) for p in protos]
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except P4RTError as err:
+            raise ControlPlaneError(f"switch {self.name}: {what}: "
+                                    f"{code_pb2.Code.Name(err.code)}: {err.message}") from None
+
+
+class LocalFabric:
+    """What FabricController uses of a ``Fabric``: run a function on every switch, here one
+    after the other in name order (deterministic)."""
+
+    def __init__(self, connections: dict[str, LocalConnection]) -> None:
+        self.connections = dict(sorted(connections.items()))
+
+    def __getitem__(self, name: str) -> LocalConnection:
+        return self.connections[name]
+
+    def __iter__(self) -> Iterator[LocalConnection]:
+        return iter(self.connections.values())
+
+    def __len__(self) -> int:
+        return len(self.connections)
+
+    def run(self, fn: Callable[[LocalConnection], T], what: str = "operation") -> dict[str, T]:
+        return {name: fn(conn) for name, conn in self.connections.items()}
+
+    def close(self) -> None:
+        for conn in self.connections.values():
+            conn.device.close()

@@ -1,0 +1,145 @@
+"""The host programs of a simulated step: the runner's own plan (``plan_step``: the same
+command lines `cellfabric run` starts in its Mininet hosts), parsed by the host CLI's own
+parser into the same configs, and run on simulated NICs.
+
+At the emulation's settings (packet mode) nothing is changed: every timer is the one the
+emulated run uses. At data-center settings (bit-rate mode) the plan sees each link as its
+rate in cells per second and its buffer in cells, so every timer the runner scales by cell
+time (ACK delay, NAK and SACK hold-offs, RTO) scales the same way; the few settings that are
+real-time constants in the emulation take their data-center values instead: DCQCN's published
+timers and CNP interval (no time scaling), HPCC's base RTT and the credit scheme's unscheduled
+window from the fabric's real base RTT, health checks at a quarter RTO.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import deque
+from dataclasses import dataclass, replace
+
+from controlplane.topology import QueueSpec, Topology
+from hosts import wire
+from hosts.cli import parse_host_args, receiver_config, sender_config
+from hosts.receiver import Receiver, ReceiverConfig
+from hosts.sender import Sender, SenderConfig
+from topologies.hostprocs import StepPlan, host_cli, host_reports
+from topologies.sim.engine import Engine
+from topologies.sim.hostsim import Program, SimHost
+
+ACK_FRAME_BYTES = 14 + 20 + 8 + wire.BTH_LEN + 4 + 12 + wire.SACK_BITMAP_BYTES + wire.ICRC_LEN
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    link_rate_bps: int  # 0: packet mode, the topology's own rates and depths
+    hop_delay_ns: int
+    buffer_bytes: int
+    seed: int
+    until_s: float | None = None
+
+    @property
+    def bit_rate_mode(self) -> bool:
+        return self.link_rate_bps > 0
+
+
+def cell_frame_bytes(topo: Topology, cc: str) -> int:
+    """A data cell's frame as the sender builds it (INT shim when the host is the source)."""
+    int_source = cc == "hpcc" or host_reports(topo)
+    return (14 + 20 + 8 + (16 if int_source else 0) + wire.BTH_LEN + topo.fabric.cell_size
+            + wire.ICRC_LEN)
+
+
+def planning_topology(topo: Topology, s: SimSettings, cc: str) -> Topology:
+    """The topology the host plan is computed from: in bit-rate mode each link's queue is its
+    rate in cells per second and its buffer in cells."""
+    if not s.bit_rate_mode:
+        return topo
+    frame = cell_frame_bytes(topo, cc)
+    q = QueueSpec(rate_pps=s.link_rate_bps / (8 * frame),  # type: ignore[arg-type]
+                  depth=max(1, s.buffer_bytes // frame))
+    return replace(topo, links=[replace(lk, queue=q) for lk in topo.links])
+
+
+def max_host_hops(topo: Topology) -> int:
+    """Links on the longest shortest path between two hosts (4 in a leaf-spine)."""
+    adj: dict[str, list[str]] = {}
+    for lk in topo.links:
+        adj.setdefault(lk.a, []).append(lk.b)
+        adj.setdefault(lk.b, []).append(lk.a)
+    worst = 0
+    for src in topo.hosts:
+        dist = {src: 0}
+        todo = deque([src])
+        while todo:
+            node = todo.popleft()
+            for nxt in adj.get(node, ()):
+                if nxt not in dist:
+                    dist[nxt] = dist[node] + 1
+                    if nxt not in topo.hosts:
+                        todo.append(nxt)
+        worst = max([worst] + [d for h, d in dist.items() if h in topo.hosts])
+    return worst
+
+
+def base_rtt_s(topo: Topology, s: SimSettings, cc: str) -> float:
+    """A cell out and its ACK back over the longest path of an idle fabric."""
+    hops = max_host_hops(topo)
+    ser = (cell_frame_bytes(topo, cc) + ACK_FRAME_BYTES) * 8 / s.link_rate_bps
+    return hops * (ser + 2 * s.hop_delay_ns * 1e-9)
+
+
+def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float) -> None:
+    args.time_scale = 1.0
+    args.cc_param = [p for p in args.cc_param if not p.startswith("base_rtt_s=")]
+    if args.cc == "hpcc":
+        args.cc_param.append(f"base_rtt_s={rtt!r}")
+    args.port_timeout = max(args.port_timeout, args.rto)
+    args.credit_probe = args.credit_probe and max(4 * rtt, 64 * cell_s)
+
+
+def _tune_sender(cfg: SenderConfig, rtt: float, cell_s: float) -> None:
+    cfg.health_interval_s = cfg.rto_s / 4
+    cfg.idle_poll_s = cfg.health_interval_s
+    cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
+
+
+def _tune_receiver(cfg: ReceiverConfig, rtt: float, cell_s: float) -> None:
+    cfg.cnp_interval_s = wire.CNP_INTERVAL_US * 1e-6
+    cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
+    cfg.credit_idle_s = 8 * rtt
+
+
+def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: Engine,
+               hosts: dict[str, SimHost], on_sender_done) -> list[Program]:
+    """Create and start the step's receivers, then its senders; returns the senders."""
+    skip = len(host_cli())
+    rtt = base_rtt_s(topo, s, cc) if s.bit_rate_mode else 0.0
+    cell_s = cell_frame_bytes(topo, cc) * 8 / s.link_rate_bps if s.bit_rate_mode else 0.0
+    for hp in plan.receivers:
+        cfg = receiver_config(parse_host_args(hp.argv[skip:]))
+        if s.bit_rate_mode:
+            _tune_receiver(cfg, rtt, cell_s)
+        host = hosts[hp.host]
+        prog = Program(engine, Receiver(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces)))
+        prog.plan = hp
+        host.receiver = prog
+        prog.start()
+    senders = []
+    for hp in plan.senders:
+        args = parse_host_args(hp.argv[skip:])
+        if s.bit_rate_mode:
+            _data_center_send(args, rtt, cell_s)
+        cfg = sender_config(args)
+        if s.bit_rate_mode:
+            _tune_sender(cfg, rtt, cell_s)
+        host = hosts[hp.host]
+        node = Sender(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces))
+        node.open()
+        prog = Program(engine, node, on_done=on_sender_done)
+        prog.plan = hp
+        host.senders[cfg.qpn] = prog
+        senders.append(prog)
+    for prog in senders:
+        prog.start()
+    return senders

@@ -1,0 +1,173 @@
+"""Simulated end hosts: the unchanged ``hosts.sender.Sender`` / ``hosts.receiver.Receiver``
+on the engine's clock, with NIC ports that serialize frames onto simulated links.
+
+A host has one ``HostWire`` per NIC port (the transmit side of its link: a FIFO drained at the
+link's bit rate, then the propagation delay). Every sender and the receiver of a host get
+their own ``SimNic`` objects over those wires (their per-port state is theirs, as the
+emulation's separate processes have their own sockets), and the host hands each arriving frame
+to the program it is for: data cells to the receiver, ACKs and CNPs to the sender of their QPN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hosts import wire
+from hosts.cells import parse_roce
+from hosts.nic import NicPort
+from hosts.receiver import Receiver
+from hosts.sender import Sender
+from topologies.sim.engine import NS, Engine, to_ns
+
+SEND_BUFFER_BYTES = 4 << 20  # like the emulated NIC socket's send buffer: beyond, send fails
+
+
+class HostWire:
+    """One NIC port's transmit side: serialization at ``rate_bps`` (0: instant, like a veth),
+    then ``delay_ns`` to the far end, where ``deliver(frame)`` runs."""
+
+    def __init__(self, engine: Engine, rate_bps: float, delay_ns: int,
+                 deliver: Callable[[bytes], None]) -> None:
+        self.engine = engine
+        self.ns_per_byte = 8 * NS / rate_bps if rate_bps > 0 else 0.0
+        self.delay_ns = delay_ns
+        self.deliver = deliver
+        self.free_at = 0.0  # ns (fractional): when the last queued frame's last bit leaves
+        self.up = True
+        self.frames = 0
+        self.dropped = 0
+
+    def send(self, frame: bytes | bytearray) -> bool:
+        if not self.up:
+            self.dropped += 1
+            return False
+        now = self.engine.now
+        start = self.free_at if self.free_at > now else now
+        if (start - now) / max(self.ns_per_byte, 1e-12) > SEND_BUFFER_BYTES:
+            return False
+        self.free_at = start + len(frame) * self.ns_per_byte
+        self.frames += 1
+        self.engine.at(to_ns((self.free_at + self.delay_ns) / NS), self._arrive, bytes(frame))
+        return True
+
+    def _arrive(self, frame: bytes) -> None:
+        if self.up:
+            self.deliver(frame)
+        else:
+            self.dropped += 1
+
+
+@dataclass
+class SimNic(NicPort):
+    """A host program's view of one NIC port (``hosts.nic.NicPort``'s interface)."""
+
+    wire: HostWire | None = None
+
+    def open(self) -> SimNic:
+        return self
+
+    def send(self, frame: bytes | bytearray) -> bool:
+        assert self.wire is not None
+        if self.wire.send(frame):
+            self.sent += 1
+            return True
+        self.send_errors += 1
+        return False
+
+    def recv_into(self, buf: bytearray) -> int:
+        return 0  # frames are handed over by the host (SimHost.receive), never polled
+
+    def oper_up(self) -> bool:
+        return self.wire is not None and self.wire.up
+
+    def close(self) -> None:
+        pass
+
+
+class Program:
+    """Drives one host program on the engine: runs it at its next deadline, and at once after
+    each frame it receives. A wake-up made stale by a newer one is skipped when it fires."""
+
+    def __init__(self, engine: Engine, node: Sender | Receiver,
+                 on_done: Callable[[Program], None] | None = None) -> None:
+        self.engine = engine
+        self.node = node
+        self.on_done = on_done
+        self.wake_at: int | None = None
+        self.done = False
+        self.polls = 0
+        self.plan: Any = None  # the runner's HostPlan this program was made from
+        self.metrics: dict[str, Any] | None = None  # its metrics, once its step is over
+
+    def nic(self, index: int) -> NicPort:
+        return self.node.ports[index]
+
+    def start(self) -> None:
+        if isinstance(self.node, Sender):
+            self.node.begin()
+        self._run()
+
+    def receive(self, frame: bytes, nic: int) -> None:
+        if self.done:
+            return
+        self.node.on_frame(frame, len(frame), self.engine.clock(), self.node.ports[nic])
+        self._run()
+
+    def _wake(self, t_ns: int) -> None:
+        if t_ns == self.wake_at and not self.done:
+            self.wake_at = None
+            self._run()
+
+    def _run(self) -> None:
+        self.polls += 1
+        now = self.engine.clock()
+        node = self.node
+        if isinstance(node, Sender):
+            wait = node.poll(now)
+            if wait is None:
+                self.done = True
+                if self.on_done is not None:
+                    self.on_done(self)
+                return
+            at = self.engine.now + to_ns(wait)
+        else:
+            node.tick(now)
+            deadline = node.next_deadline(now)
+            if deadline is None:
+                return
+            at = max(self.engine.now + 1, to_ns(deadline))
+        if self.wake_at is None or at < self.wake_at or self.wake_at < self.engine.now:
+            self.wake_at = at
+            self.engine.at(at, self._wake, at)
+
+
+class SimHost:
+    """A host's NIC wires and the programs running on it (per workload step)."""
+
+    def __init__(self, name: str, macs: list[str]) -> None:
+        self.name = name
+        self.macs = macs
+        self.wires: list[HostWire] = []
+        self.receiver: Program | None = None
+        self.senders: dict[int, Program] = {}  # by QPN
+        self.unclaimed = 0  # frames for no running program (e.g. late ACKs of a past step)
+
+    def nics(self, ifaces: list[str]) -> list[SimNic]:
+        return [SimNic(i, name, self.macs[i], wire=self.wires[i])
+                for i, name in enumerate(ifaces)]
+
+    def receive(self, frame: bytes, nic: int) -> None:
+        f = parse_roce(frame)
+        if f is None:
+            self.unclaimed += 1
+            return
+        if f.opcode in wire.DATA_OPCODES:
+            prog = self.receiver
+        else:
+            prog = self.senders.get(f.qpn)
+        if prog is None:
+            self.unclaimed += 1
+            return
+        prog.receive(frame, nic)

@@ -1,0 +1,172 @@
+"""The simulated fabric: one p4sim ``DataPlane`` per switch on the engine's clock, links with
+propagation delay, host NICs, and link failures.
+
+Switch egress is the data plane's own traffic manager: in bit-rate mode (``set_link_rate``) it
+serializes each port at the link's rate and calls ``transmit`` when a frame's first bit leaves;
+the link adds the serialization time (bytes x 8 / rate) and the propagation delay, so the far
+end receives the frame when its last bit arrives (store and forward). In packet mode (the
+emulation's settings: rates in packets per second, depths in packets) the queue paces the port
+and the wire itself is instant, as a veth is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from controlplane.topology import LinkSpec, Topology
+from p4sim.switch.dataplane import DataPlane
+from topologies.sim.engine import NS, Engine
+from topologies.sim.hostsim import HostWire, SimHost
+
+PRIORITY_QUEUES = 2  # as the emulated switches run (topologies.network)
+
+
+@dataclass
+class LinkModel:
+    rate_bps: int  # 0: packet mode (the topology's queue rates); else bits per second
+    delay_ns: int
+    buffer_bytes: int
+
+
+@dataclass
+class Wire:
+    """One direction of a link leaving a switch port."""
+
+    engine: Engine
+    rate_bps: int
+    delay_ns: int
+    deliver: Any  # fn(frame)
+    up: bool = True
+    frames: int = 0
+    dropped: int = 0
+
+    def transmit(self, frame: bytes) -> None:
+        if not self.up:
+            self.dropped += 1
+            return
+        self.frames += 1
+        now = self.engine.now
+        ser = -(-len(frame) * 8 * NS // self.rate_bps) if self.rate_bps else 0
+        self.engine.at(now + ser + self.delay_ns, self._arrive, frame)
+
+    def _arrive(self, frame: bytes) -> None:
+        if self.up:
+            self.deliver(frame)
+        else:
+            self.dropped += 1
+
+
+class SimSwitch:
+    """A DataPlane driven by the engine: frames in at their arrival time, ``poll`` at every
+    deadline the traffic manager names."""
+
+    def __init__(self, engine: Engine, name: str, device_id: int) -> None:
+        self.engine = engine
+        self.name = name
+        self.wires: dict[int, Wire] = {}
+        self.dp = DataPlane(device_id=device_id, priorities=PRIORITY_QUEUES,
+                            transmit=self._transmit, wake=self._wake,
+                            clock=lambda: engine.now)
+        self.poll_at: int | None = None
+        self.received = 0
+        self.peak: dict[int, int] = {}  # port -> most packets queued at once
+
+    def _transmit(self, port: int, frame: bytes) -> None:
+        wire = self.wires.get(port)
+        if wire is not None:
+            wire.transmit(frame)
+
+    def receive(self, port: int, frame: bytes) -> None:
+        self.received += 1
+        dp = self.dp
+        dp.receive(port, frame)
+        tm = dp.tm
+        if tm.backlog:
+            # Only an arrival grows a queue, so checking here catches every peak exactly.
+            peak = self.peak
+            for p, waiting in tm.port_backlog.items():
+                if waiting > peak.get(p, 0):
+                    peak[p] = waiting
+            self._schedule(dp.poll())
+
+    def _wake(self) -> None:
+        self._schedule(self.engine.now)
+
+    def _schedule(self, deadline: int | None) -> None:
+        if deadline is None:
+            return
+        now = self.engine.now
+        if deadline < now:
+            deadline = now
+        if self.poll_at is None or deadline < self.poll_at or self.poll_at < now:
+            self.poll_at = deadline
+            self.engine.at(deadline, self._poll, deadline)
+
+    def _poll(self, t: int) -> None:
+        if t != self.poll_at:
+            return  # a newer, earlier wake-up replaced this one
+        self.poll_at = None
+        self._schedule(self.dp.poll())
+
+
+@dataclass
+class SimFabric:
+    topo: Topology
+    engine: Engine
+    model: LinkModel
+    switches: dict[str, SimSwitch] = field(default_factory=dict)
+    hosts: dict[str, SimHost] = field(default_factory=dict)
+    # link name -> the wires of both directions (switch Wire or HostWire)
+    link_wires: dict[str, list[Any]] = field(default_factory=dict)
+
+    def build(self) -> None:
+        topo, engine = self.topo, self.engine
+        for name, sw in topo.switches.items():
+            self.switches[name] = SimSwitch(engine, name, sw.device_id)
+        for name, h in topo.hosts.items():
+            self.hosts[name] = SimHost(name, [h.nic_mac(i) for i in range(len(h.leaves))])
+            self.hosts[name].wires = [None] * len(h.leaves)  # type: ignore[list-item]
+        for lk in topo.links:
+            self.link_wires[lk.name] = [self._wire(lk.a, lk.a_port, lk.b, lk.b_port),
+                                        self._wire(lk.b, lk.b_port, lk.a, lk.a_port)]
+
+    def _deliver_to(self, node: str, port: int) -> Any:
+        if node in self.switches:
+            sw = self.switches[node]
+            return lambda frame: sw.receive(port, frame)
+        host = self.hosts[node]
+        return lambda frame: host.receive(frame, port - 1)
+
+    def _wire(self, src: str, src_port: int, dst: str, dst_port: int) -> Any:
+        deliver = self._deliver_to(dst, dst_port)
+        m = self.model
+        if src in self.switches:
+            wire = Wire(self.engine, m.rate_bps, m.delay_ns, deliver)
+            self.switches[src].wires[src_port] = wire
+            return wire
+        # Host NICs run at the link rate (in packet mode instantly, as a veth does).
+        hw = HostWire(self.engine, m.rate_bps, m.delay_ns, deliver)
+        self.hosts[src].wires[src_port - 1] = hw
+        return hw
+
+    def set_queue(self, switch: str, port: int, rate_pps: int, depth: int) -> None:
+        """The controller's queue setting for a port: the topology's packet rate and depth in
+        packet mode; in bit-rate mode the link's rate and byte buffer instead."""
+        dp = self.switches[switch].dp
+        m = self.model
+        if m.rate_bps:
+            dp.set_queue_rate(0, port)
+            dp.set_queue_depth(1 << 30, port)
+            dp.set_link_rate(m.rate_bps, m.buffer_bytes, port)
+        else:
+            dp.set_queue_rate(rate_pps, port)
+            dp.set_queue_depth(depth, port)
+
+    def set_link(self, lk: LinkSpec, up: bool) -> None:
+        """Carrier on both ends goes down (or up): frames on the wire are lost."""
+        for wire in self.link_wires[lk.name]:
+            wire.up = up
+        for node, port in ((lk.a, lk.a_port), (lk.b, lk.b_port)):
+            if node in self.switches:
+                self.switches[node].dp.set_link_up(port, up)

@@ -1,0 +1,334 @@
+"""One simulated run: compile, build the fabric, plan every entry with the FabricController,
+run the workload's steps on the engine, and report in `cellfabric run`'s format.
+
+    compile p4src/fabric.p4 -> one p4sim DataPlane per switch on the virtual clock ->
+    FabricController writes every entity through the P4Runtime device code -> per step:
+    the runner's host plan, run as Sender/Receiver programs on simulated NICs -> samples of
+    port counters and queues in virtual time -> results/RUN/metrics.json + plots + summary.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controlplane.fabric_controller import FabricController
+from controlplane.topology import Topology
+from netlab.targets import compile_p4
+from topologies.hostprocs import StepPlan, plan_step
+from topologies.monitor import FabricMonitor
+from topologies.report import (
+    RunMetrics,
+    _json_default,
+    busiest_link_utilization,
+    format_summary,
+    summarize,
+    write_plots,
+)
+from topologies.runner import FABRIC_P4, LinkEvent, collect_host_metrics, step_durations
+from topologies.sim.control import LocalConnection, LocalFabric
+from topologies.sim.engine import NS, Engine, to_ns
+from topologies.sim.hostplan import SimSettings, planning_topology, start_step
+from topologies.sim.hostsim import Program
+from topologies.sim.net import LinkModel, SimFabric
+from topologies.workloads import Workload
+
+PORT_TX = "MyEgress.port_tx"
+PROGRESS_EVERY_S = 2.0  # wall seconds between progress lines
+SAMPLES_PER_RUN = 200  # bit-rate mode: sampling interval = the workload's ideal time / this
+
+
+@dataclass
+class SimConfig:
+    topo: Topology
+    workload: Workload
+    cc: str
+    run_dir: Path
+    settings: SimSettings
+    target: str = "embedded"  # which compiler makes the BMv2 JSON
+    events: list[LinkEvent] = field(default_factory=list)
+    progress: bool = True
+
+
+def _say(cfg: SimConfig, msg: str) -> None:
+    if cfg.progress:
+        print(msg, flush=True)
+
+
+def run_name(cfg: SimConfig) -> str:
+    """Deterministic (the folder adds the wall-clock date): sim-TOPO-WORKLOAD-SPRAY-CC-sSEED."""
+    return (f"sim-{cfg.topo.name}-{cfg.workload.name}-{cfg.topo.fabric.spray}-{cfg.cc}"
+            f"-s{cfg.settings.seed}")
+
+
+class SimRun:
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.topo = cfg.topo
+        self.plan_topo = planning_topology(cfg.topo, cfg.settings, cfg.cc)
+        self.engine = Engine()
+        s = cfg.settings
+        self.fabric = SimFabric(cfg.topo, self.engine,
+                                LinkModel(s.link_rate_bps, s.hop_delay_ns, s.buffer_bytes))
+        self.local: LocalFabric | None = None
+        self.controller: FabricController | None = None
+        self.steps: list[StepPlan] = []
+        self.step_times: list[dict[str, Any]] = []
+        self.event_log: list[dict[str, Any]] = []
+        self.running: list[Program] = []
+        self.finished = False
+        self.tx: dict[tuple[str, int], list[tuple[float, int]]] = {}
+        self.depth: dict[tuple[str, int], list[tuple[float, int]]] = {}
+        self.host_metrics: dict[Path, dict[str, Any]] = {}
+        self.wall_s = 0.0
+        self._qp = 1
+        self._step_start = 0
+
+    # -- bring-up ---------------------------------------------------------------------------
+    def bring_up(self) -> None:
+        cfg = self.cfg
+        _say(cfg, f"[1/4] compiling {FABRIC_P4.name} ({cfg.target} compiler)")
+        json_path, p4info = compile_p4(FABRIC_P4, cfg.run_dir / "build", target=cfg.target)
+        self.fabric.build()
+        self.local = LocalFabric({
+            name: LocalConnection(name, sw.dp, self.topo.switches[name].device_id)
+            for name, sw in self.fabric.switches.items()})
+        _say(cfg, f"[2/4] {len(self.topo.switches)} switches, {len(self.topo.hosts)} hosts: "
+                  "installing tables with the FabricController")
+        self.controller = FabricController(
+            self.topo, self.local, p4info, json_path, queue_setter=self.fabric.set_queue,
+            log=lambda msg: self.event_log.append({"t": self.engine.clock(), "event": msg}))
+        diffs = self.controller.up()
+        _say(cfg, f"      {sum(d.writes for d in diffs.values())} entities written")
+
+    # -- workload ---------------------------------------------------------------------------
+    def run_workload(self) -> None:
+        cfg, engine = self.cfg, self.engine
+        random.seed(cfg.settings.seed)  # fabric.p4's random() (ECN marking) draws from it
+        _say(cfg, f"[3/4] workload {cfg.workload.name}: {len(cfg.workload.steps)} step(s), "
+                  f"{cfg.workload.total_bytes / 1e6:.2f} MB, cc {cfg.cc}, "
+                  f"spray {self.topo.fabric.spray}, {self._describe_links()}")
+        for ev in cfg.events:
+            engine.at(to_ns(ev.at_s), self._link_event, ev)
+        engine.at(0, self._begin_step, 0)
+        engine.at(0, self._sample, None)
+        until = to_ns(cfg.settings.until_s) if cfg.settings.until_s else None
+        wall0 = time.perf_counter()
+        last = wall0
+        while not self.finished:
+            engine.run(until_ns=until, max_events=20000)
+            if not engine.pending() or (until is not None and engine.now >= until):
+                break
+            now = time.perf_counter()
+            if cfg.progress and now - last >= PROGRESS_EVERY_S:
+                last = now
+                self._progress(now - wall0)
+        self.wall_s = time.perf_counter() - wall0
+        if not self.finished:
+            self.event_log.append({"t": engine.clock(), "event": "stopped at --until"
+                                   if until is not None else "stopped: nothing left to do"})
+
+    def _describe_links(self) -> str:
+        s = self.cfg.settings
+        if not s.bit_rate_mode:
+            return "links at the topology's packet rates"
+        return (f"links {s.link_rate_bps / 1e9:g} Gb/s, {s.hop_delay_ns} ns per hop, "
+                f"{s.buffer_bytes} B buffers")
+
+    def _progress(self, wall: float) -> None:
+        done = sum(1 for p in self.running if p.done)
+        ev = self.engine.events
+        print(f"      virtual {self.engine.now / 1e3:,.1f} us: step {len(self.steps)}/"
+              f"{len(self.cfg.workload.steps)}, {done}/{len(self.running)} senders done, "
+              f"{ev:,} events ({ev / wall:,.0f}/s)", flush=True)
+
+    def _begin_step(self, index: int) -> None:
+        cfg = self.cfg
+        step = cfg.workload.steps[index]
+        out = cfg.run_dir / "hosts"
+        plan = plan_step(self.plan_topo, step, index, out, lambda h, i: f"{h}-eth{i}",
+                         cfg.cc, self._qp)
+        self._qp += len(step.transfers)
+        self.steps.append(plan)
+        self._step_start = self.engine.now
+        self.running = start_step(plan, self.plan_topo, cfg.settings, cfg.cc, self.engine,
+                                  self.fabric.hosts, self._sender_done)
+
+    def _sender_done(self, prog: Program) -> None:
+        if not all(p.done for p in self.running):
+            return
+        index = len(self.steps) - 1
+        self.step_times.append({"step": index,
+                                "sim_s": (self.engine.now - self._step_start) / NS})
+        self._metrics_of_step(self.steps[-1])
+        if index + 1 < len(self.cfg.workload.steps):
+            self.engine.at(self.engine.now, self._begin_step, index + 1)
+        else:
+            self.finished = True
+            self.engine.stop()
+
+    def _metrics_of_step(self, plan: StepPlan) -> None:
+        """Each program's metrics, as `cellfabric host` writes them (times are virtual)."""
+        hosts = self.fabric.hosts
+        progs = [hosts[hp.host].receiver for hp in plan.receivers]
+        progs += [p for p in self.running]
+        for prog in progs:
+            if prog is None or prog.plan is None or prog.metrics is not None:
+                continue
+            node = prog.node
+            start = getattr(node, "_start", self._step_start / NS)
+            data = node.metrics(self.engine.clock() - start)
+            if "wall_start" in data:
+                data["wall_start"] = start  # rate samples are placed on the virtual clock
+            prog.metrics = data
+            self.host_metrics[prog.plan.metrics] = data
+
+    def _link_event(self, ev: LinkEvent) -> None:
+        assert self.controller is not None
+        lk = self.topo.link(ev.link)
+        self.fabric.set_link(lk, ev.up)
+        self.event_log.append({"t": self.engine.clock(), "event": f"link {ev.link} "
+                               f"{'up' if ev.up else 'down'} (injected)"})
+        self.controller.set_link(ev.link, ev.up)
+
+    def _sample(self, _: Any) -> None:
+        if self.finished:
+            return
+        t = self.engine.clock()
+        for name, sw in self.fabric.switches.items():
+            dp = sw.dp
+            backlog = dp.tm.port_backlog
+            for port in sw.wires:
+                self.tx.setdefault((name, port), []).append(
+                    (t, dp.counter_read(PORT_TX, port)[0]))
+                self.depth.setdefault((name, port), []).append((t, backlog.get(port, 0)))
+        self.engine.after(self._sample_interval_ns(), self._sample, None)
+
+    def _sample_interval_ns(self) -> int:
+        s = self.cfg.settings
+        if not s.bit_rate_mode:
+            return NS // 2  # the emulation's monitor interval
+        ideal = self._ideal_s()
+        return max(1000, to_ns(ideal / SAMPLES_PER_RUN))
+
+    def _ideal_s(self) -> float:
+        """The workload's time at line rate (each step's busiest host link, summed)."""
+        rate = self.cfg.settings.link_rate_bps / 8
+        total = 0.0
+        for step in self.cfg.workload.steps:
+            load: dict[str, int] = {}
+            for t in step.transfers:
+                for h in (t.src, t.dst):
+                    load[h] = load.get(h, 0) + t.size * t.count
+            total += max(load.values(), default=0) / rate
+        return total
+
+    # -- results ----------------------------------------------------------------------------
+    def collect(self) -> RunMetrics:
+        cfg, topo, s = self.cfg, self.topo, self.cfg.settings
+        if self.steps and len(self.step_times) < len(self.steps):
+            self._metrics_of_step(self.steps[-1])  # stopped mid-step (--until)
+        m = RunMetrics(run={
+            "name": run_name(cfg), "topology": topo.name, "target": "sim",
+            "compiler": cfg.target, "workload": cfg.workload.name, "cc": cfg.cc,
+            "spray": topo.fabric.spray, "cell_size": topo.fabric.cell_size, "t0": 0.0,
+            "events": self.event_log, "invalid_reasons": [],
+        })
+        m.links = self._link_samples()
+        m.queues = {f"{sw}:{port}": [[t, d] for t, d in rows]
+                    for (sw, port), rows in sorted(self.depth.items())}
+        assert self.local is not None
+        counters = FabricMonitor(topo, self.local, {}).counters()  # type: ignore[arg-type]
+        peaks: dict[str, int] = {}
+        for name, sw in self.fabric.switches.items():
+            st = sw.dp.stats()
+            drops = dict(counters.get(name, {}))
+            drops["queue_drops"] = sum(p.queue_drops for p in st.ports.values())
+            drops["malformed"] = sum(p.rx_dropped_malformed for p in st.ports.values())
+            m.drops[name] = drops
+            for port, peak in sorted(sw.peak.items()):
+                peaks[f"{name}:{port}"] = peak
+        collect_host_metrics(m, self.plan_topo, self.steps, read=self.host_metrics.get)
+        if len(cfg.workload.steps) > 1:
+            m.steps = step_durations(m, self.step_times)
+        wires = [w for pair in self.fabric.link_wires.values() for w in pair]
+        m.run["sim"] = {
+            "link_rate_bps": s.link_rate_bps, "hop_delay_ns": s.hop_delay_ns,
+            "buffer_bytes": s.buffer_bytes, "seed": s.seed, "until_s": s.until_s,
+            "mode": "bit-rate" if s.bit_rate_mode else "packet (the topology's rates)",
+            "events": self.engine.events, "virtual_time_s": self.engine.now / NS,
+            "packets": sum(w.frames for w in wires),
+            "lost_on_failed_links": sum(w.dropped for w in wires),
+            "frames_to_no_program": sum(h.unclaimed for h in self.fabric.hosts.values()),
+            "finished": self.finished,
+            # exact: every arrival at a switch checks the queue its packet joined
+            "peak_queue_packets": peaks,
+        }
+        ev = self.engine.events
+        sim_ms = self.engine.now / 1e6
+        m.run["wall_clock"] = {
+            "run_dir": str(cfg.run_dir), "wall_s": self.wall_s,
+            "events_per_wall_s": ev / self.wall_s if self.wall_s else None,
+            "wall_s_per_sim_ms": self.wall_s / sim_ms if sim_ms else None,
+        }
+        return m
+
+    def _link_samples(self) -> dict[str, dict[str, Any]]:
+        """As the emulation's monitor reports them: per link, [t, pps a->b, pps b->a] between
+        consecutive samples, measured at the sending switch (fabric.p4's port_tx counter)."""
+        out: dict[str, dict[str, Any]] = {}
+        for lk in self.plan_topo.links:
+            ab = self.tx.get((lk.a, lk.a_port), [])
+            ba = self.tx.get((lk.b, lk.b_port), [])
+            rows = []
+            n = max(len(ab), len(ba))
+            for i in range(1, n):
+                t0 = (ab or ba)[i - 1][0]
+                t1 = (ab or ba)[i][0]
+                rate = [((side[i][1] - side[i - 1][1]) / (t1 - t0)) if side else 0.0
+                        for side in (ab, ba)]
+                rows.append([t1, rate[0], rate[1]])
+            out[lk.name] = {"capacity_pps": lk.queue.rate_pps, "samples": rows}
+        return out
+
+
+def write_sim_report(m: RunMetrics, run_dir: Path) -> Path:
+    """``report.write_report``, with the exact peak queue in place of the sampled one."""
+    m.summary = summarize(m)
+    m.summary["link_utilization"] = busiest_link_utilization(m)
+    peaks = m.run.get("sim", {}).get("peak_queue_packets") or {}
+    if peaks:
+        m.summary["peak_queue_depth"] = max(peaks.values())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "metrics.json"
+    path.write_text(json.dumps(asdict(m), indent=1, default=_json_default) + "\n")
+    write_plots(m, run_dir)
+    return path
+
+
+def format_sim_summary(m: RunMetrics) -> str:
+    sim, wall = m.run.get("sim", {}), m.run.get("wall_clock", {})
+    vt = sim.get("virtual_time_s", 0.0)
+    eps = wall.get("events_per_wall_s")
+    lines = [format_summary(m),
+             f"  simulated {vt * 1e6:,.1f} us of virtual time: {sim.get('events', 0):,} events, "
+             f"{sim.get('packets', 0):,} packets on links"
+             + ("" if sim.get("finished", True) else " (stopped before the workload ended)"),
+             f"  wall clock {wall.get('wall_s', 0.0):.1f} s"
+             + (f", {eps:,.0f} events/s" if eps else "")
+             + (f", {wall['wall_s_per_sim_ms']:.2f} s per simulated ms"
+                if wall.get("wall_s_per_sim_ms") else "")]
+    return "\n".join(lines)
+
+
+def execute_sim(cfg: SimConfig) -> tuple[RunMetrics, Path]:
+    run = SimRun(cfg)
+    run.bring_up()
+    run.run_workload()
+    _say(cfg, "[4/4] report")
+    m = run.collect()
+    return m, write_sim_report(m, cfg.run_dir)

@@ -114,6 +114,7 @@ def plot_series(rows: list[dict[str, Any]], plot: PlotSpec, param_names: list[st
     and series. Parameters other than x, series and the seed that vary among those tasks join
     the series label, so no two different experiments share a point."""
     usable = [r for r in rows if r.get("status") == "ok" and r.get(plot.x) is not None
+              and (not plot.group or r.get("group") == plot.group)
               and r.get(plot.series) is not None and _number(r.get(plot.y)) is not None]
     skip = {plot.x, plot.y, plot.series, REPLICATE}
     varying = [k for k in param_names if k not in skip
@@ -143,8 +144,9 @@ def write_plots(rows: list[dict[str, Any]], plots: list[PlotSpec], out_dir: Path
     for plot in plots:
         series = plot_series(rows, plot, param_names)
         if not series:
-            skipped.append(f"{plot.filename()}: no finished task has {plot.x}, {plot.series} "
-                           f"and a numeric {plot.y}")
+            among = f" in group {plot.group}" if plot.group else ""
+            skipped.append(f"{plot.filename()}: no finished task{among} has {plot.x}, "
+                           f"{plot.series} and a numeric {plot.y}")
             continue
         xs_all = sorted({x for s in series.values() for x in s}, key=_sort_key)
         numeric = all(_number(x) is not None for x in xs_all)

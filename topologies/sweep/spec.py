@@ -18,7 +18,7 @@ Each task is one ordinary command line (`cellfabric sim ...` or `cellfabric run 
         axes: {cc: [none, hpcc]}
     plots:                         # optional; default: the two below
       - {x: load, y: goodput_fraction, series: spray}
-      - {x: senders, y: slowdown_p99, series: cc}
+      - {x: senders, y: slowdown_p99, series: cc, group: incast, file: incast.png}
 
 An axis value may itself be a mapping, to vary several options together (one incast degree
 with its topology and message size). Options become flags: `topology` is the positional
@@ -46,7 +46,7 @@ DEFAULT_PLOTS = (
 _KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 _GROUP_KEYS = {"name", "mode", "options", "axes", "tasks"}
 _TOP_KEYS = _GROUP_KEYS | {"groups", "program", "plots"}
-_PLOT_KEYS = {"x", "y", "series", "file", "title"}
+_PLOT_KEYS = {"x", "y", "series", "group", "file", "title"}
 
 
 class SpecError(ValueError):
@@ -72,6 +72,7 @@ class PlotSpec:
     x: str
     y: str
     series: str
+    group: str = ""  # only this group's tasks (default: every task that has x, y and series)
     file: str = ""
     title: str = ""
 

@@ -238,17 +238,24 @@ class TrafficManager:
             link.free_num += (sent - charged) * 8 * NS
 
     def next_deadline(self) -> int | None:
-        """Earliest time (ns) a waiting packet may leave; None if nothing waits."""
+        """Earliest time (ns) a waiting packet may leave; None if nothing waits. Per port that
+        is its highest-priority non-empty queue's time: ``dequeue`` serves nothing below it
+        first (strict priority), so a lower queue's earlier time is not a deadline."""
         if not self.backlog:
             return None
         best = None
-        for q in self.queues.values():
-            if q.items:
+        queues = self.queues
+        for port in self.ports:
+            for prio in range(self.priorities - 1, -1, -1):
+                q = queues.get((port, prio))
+                if q is None or not q.items:
+                    continue
                 t = -(-q.next_num // q.pps) if q.pps else 0
                 link = q.link
                 if link is not None:
                     t = max(t, -(-link.free_num // link.bps))
                 best = t if best is None or t < best else best
+                break
         return best
 
     def depth(self, port: int, prio: int = 0) -> int:

@@ -46,6 +46,29 @@ def test_cluster_and_local_give_the_same_per_task_summaries(tmp_path, cluster):
     assert len(failed) == 4 and all("refusing spray=bad" in r["error"] for r in failed)
 
 
+def test_real_sim_sweep_on_the_cluster_matches_local_processes(tmp_path, cluster):
+    """The done-when test on real `cellfabric sim` tasks, a few seconds each: the emulation's
+    packet rates and the spray modes the simulator's first cut completes (its ecmp and its
+    default 100 Gb/s links do not finish yet)."""
+    spec = write_spec(tmp_path / "sim.yaml", {
+        "name": "simgrid", "mode": "sim",
+        "options": {"topology": "leaf-spine", "link-rate": "topology", "size": 8192,
+                    "count": 1, "quiet": True},
+        "tasks": [{"spray": "spray", "seed": 1}, {"spray": "round-robin", "seed": 2}]},
+        fake=False)
+    local = run_sweep(spec, tmp_path / "local", "--workers", "2", timeout=200)
+    remote = run_sweep(spec, tmp_path / "dask", "--scheduler", cluster.address, timeout=200)
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    on_cluster = summaries(tmp_path / "dask")
+    assert len(on_cluster) == 2 and all(status == "ok" for status, _ in on_cluster.values())
+    assert on_cluster == summaries(tmp_path / "local")
+    assert {r["executor"] for r in records(tmp_path / "dask").values()} == {"dask"}
+    table = rows(tmp_path / "dask")
+    assert all(r["command"].startswith("cellfabric sim leaf-spine ") for r in table.values())
+    assert all(r["messages_completed"] == r["messages_total"] == 4 for r in table.values())
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:

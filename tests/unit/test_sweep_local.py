@@ -151,3 +151,38 @@ def test_interrupted_sweep_resumes_with_only_the_missing_tasks(tmp_path, sig):
     assert sorted(second) == sorted(set(table) - done_first)  # only the missing ones, once
     assert all(r["status"] == "ok" for r in table.values()) and len(table) == 8
     assert f"{len(done_first)} already done" in again.stdout
+
+
+def test_task_over_its_time_limit_is_stopped_and_failed(tmp_path):
+    hold = tmp_path / "never"
+    spec = write_spec(tmp_path / "s.yaml", {"axes": {"seed": [{"seed": 1},
+                                                              {"seed": 2, "hold": str(hold)}]}})
+    proc = run_sweep(spec, tmp_path / "out", "--task-timeout", "3")
+    assert proc.returncode == 1
+    table = rows(tmp_path / "out")
+    by_seed = {r["seed"]: r for r in table.values()}
+    assert by_seed[1]["status"] == "ok"
+    assert by_seed[2]["status"] == "failed" and "timed out after 3 s" in by_seed[2]["error"]
+    pid = int(next((tmp_path / "out" / "tasks").glob("*seed=2*/pid")).read_text())
+    assert not _alive(pid)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "0"], "--workers 0: expected a positive number"),
+    (["--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "1"],
+     "cannot reach the Dask scheduler at tcp://127.0.0.1:1"),
+])
+def test_bad_command_line_gets_one_line(tmp_path, args, message):
+    spec = write_spec(tmp_path / "s.yaml", {"axes": {"seed": [1]}})
+    proc = run_sweep(spec, tmp_path / "out", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bad_spec_gets_one_line(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("axes:\n  seed: 1\n")
+    proc = run_sweep(spec, tmp_path / "out")
+    assert proc.returncode == 2 and "axes.seed: expected a non-empty list" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -38,18 +38,24 @@ def sweep_main(argv: list[str]) -> int:
                          "with --scheduler: at most N tasks in flight (default: all)")
     ap.add_argument("--results", default=None, metavar="DIR",
                     help="sweep folder (default results/sweeps/NAME); the same folder resumes")
+    ap.add_argument("--connect-timeout", type=float, default=20.0, metavar="S",
+                    help="with --scheduler: seconds to wait for the scheduler (default 20)")
+    ap.add_argument("--task-timeout", type=float, default=None, metavar="S",
+                    help="stop a task after S seconds and count it failed (default: no limit)")
     ap.add_argument("--progress-every", type=float, default=5.0, metavar="S",
                     help="seconds between progress lines (default 5)")
     args = ap.parse_args(argv)
-    if args.workers is not None and args.workers < 1:
-        print(f"cellfabric sweep: error: --workers {args.workers}: expected 1 or more",
-              file=sys.stderr)
-        return 2
+    for name, value in (("--workers", args.workers), ("--task-timeout", args.task_timeout)):
+        if value is not None and value <= 0:
+            print(f"cellfabric sweep: error: {name} {value:g}: expected a positive number",
+                  file=sys.stderr)
+            return 2
     try:
         spec = load_spec(args.spec)
         results = Path(args.results or Path("results") / "sweeps" / spec.name)
         if args.scheduler:
-            executor = DaskExecutor(args.scheduler, max_in_flight=args.workers)
+            executor = DaskExecutor(args.scheduler, connect_timeout_s=args.connect_timeout,
+                                    max_in_flight=args.workers)
         else:
             executor = LocalExecutor(args.workers or _default_workers(spec.modes))
     except (SpecError, ExecutorError) as exc:
@@ -57,7 +63,8 @@ def sweep_main(argv: list[str]) -> int:
         return 2
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return run_sweep(spec, results, executor, progress_every_s=args.progress_every)
+        return run_sweep(spec, results, executor, progress_every_s=args.progress_every,
+                         task_timeout_s=args.task_timeout)
     finally:
         signal.signal(signal.SIGTERM, old_term)
         executor.close()

@@ -27,6 +27,7 @@ class Job:
     command: list[str]
     task_dir: Path
     cwd: str
+    timeout_s: float | None = None
 
 
 class LocalExecutor:
@@ -69,6 +70,9 @@ class LocalExecutor:
             finished, self._failed_to_start = self._failed_to_start, []
             for task_id, (job, proc, started) in list(self._running.items()):
                 assert proc is not None
+                late = job.timeout_s is not None and time.time() - started > job.timeout_s
+                if late:
+                    taskmod.stop(proc)
                 rc = proc.poll()
                 if rc is None:
                     continue
@@ -76,6 +80,9 @@ class LocalExecutor:
                 outcome = {**taskmod.judge(job.task_dir, rc), "started": started,
                            "ended": time.time(), "host": socket.gethostname(),
                            "worker": "local"}
+                if late:
+                    assert job.timeout_s is not None
+                    outcome = taskmod.timed_out(outcome, job.timeout_s)
                 finished.append((job, outcome))
             if finished or time.monotonic() >= deadline:
                 return finished
@@ -130,7 +137,7 @@ class DaskExecutor:
         # A fresh key per sweep: a key left over from an interrupted client must not match.
         key = f"cellfabric-sweep-{job.task_id}-{self._sweep_tag}"
         future = self.client.submit(taskmod.dask_task, job.command, str(job.task_dir), job.cwd,
-                                    key=key, pure=False)
+                                    job.timeout_s, key=key, pure=False)
         self._futures[key] = (job, future)
 
     def in_flight(self) -> int:

@@ -68,7 +68,7 @@ def write_plan(spec: Spec, results: Path) -> None:
 
 
 def run_sweep(spec: Spec, results: Path, executor: Any, out: TextIO = sys.stdout,
-              progress_every_s: float = 5.0) -> int:
+              progress_every_s: float = 5.0, task_timeout_s: float | None = None) -> int:
     results = results.resolve()
     write_plan(spec, results)
     todo: list[Task] = []
@@ -88,7 +88,7 @@ def run_sweep(spec: Spec, results: Path, executor: Any, out: TextIO = sys.stdout
         while todo or executor.in_flight():
             while todo and executor.free_slots() > 0:
                 t = todo.pop(0)
-                executor.submit(make_job(t, results))
+                executor.submit(make_job(t, results, task_timeout_s))
             since = time.monotonic() - last_print
             if since >= progress_every_s or (changed and since >= 1.0):
                 print(progress.line(spec.name, executor.running()), file=out, flush=True)
@@ -102,9 +102,10 @@ def run_sweep(spec: Spec, results: Path, executor: Any, out: TextIO = sys.stdout
     return _finish(spec, results, progress, interrupted, out)
 
 
-def make_job(t: Task, results: Path) -> Job:
+def make_job(t: Task, results: Path, timeout_s: float | None = None) -> Job:
     folder = task_dir(results, t)
-    return Job(task_id=t.id, command=t.command(folder), task_dir=folder, cwd=os.getcwd())
+    return Job(task_id=t.id, command=t.command(folder), task_dir=folder, cwd=os.getcwd(),
+               timeout_s=timeout_s)
 
 
 def _record(t: Task, job: Any, outcome: dict[str, Any], executor: str, progress: Progress,

@@ -120,8 +120,17 @@ def judge(task_dir: Path, rc: int | None) -> dict[str, Any]:
     return out
 
 
+def timed_out(outcome: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """A task stopped at its time limit failed, whatever it wrote before."""
+    why = outcome.get("error") if outcome.get("status") == "failed" else ""
+    return {**outcome, "status": "failed",
+            "error": f"timed out after {timeout_s:g} s and was stopped" + (
+                f"; {why}" if why else "")}
+
+
 def run_task(argv: list[str], task_dir: str, cwd: str | None,
-             cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+             cancelled: Callable[[], bool] | None = None,
+             timeout_s: float | None = None) -> dict[str, Any]:
     """Run one task to its end (blocking) and return its outcome, metrics text included so a
     client without the worker's file system can keep them."""
     folder = Path(task_dir)
@@ -132,16 +141,21 @@ def run_task(argv: list[str], task_dir: str, cwd: str | None,
         return {**judge(folder, None), "started": started, "ended": time.time(),
                 "host": socket.gethostname()}
     rc: int | None = None
+    late = False
     while rc is None:
         try:
             rc = proc.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
-            if cancelled is not None and cancelled():
+            late = timeout_s is not None and time.time() - started > timeout_s
+            if late or (cancelled is not None and cancelled()):
                 stop(proc)
                 rc = proc.returncode
     ended = time.time()
     outcome = {**judge(folder, rc), "started": started, "ended": ended,
                "host": socket.gethostname()}
+    if late:
+        assert timeout_s is not None
+        outcome = timed_out(outcome, timeout_s)
     if outcome["metrics"]:
         outcome["metrics_text"] = (folder / outcome["metrics"]).read_text()
     return outcome
@@ -159,7 +173,8 @@ def stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
         proc.wait()
 
 
-def dask_task(argv: list[str], task_dir: str, cwd: str | None) -> dict[str, Any]:
+def dask_task(argv: list[str], task_dir: str, cwd: str | None,
+              timeout_s: float | None = None) -> dict[str, Any]:
     """The function a Dask worker runs: the task, stopped if the sweep cancels it."""
     from distributed import get_worker
 
@@ -170,7 +185,7 @@ def dask_task(argv: list[str], task_dir: str, cwd: str | None) -> dict[str, Any]
         state = worker.state.tasks.get(key)
         return state is None or state.state in ("cancelled", "released", "forgotten")
 
-    outcome = run_task(argv, task_dir, cwd, cancelled)
+    outcome = run_task(argv, task_dir, cwd, cancelled, timeout_s)
     outcome["worker"] = worker.address
     outcome["worker_pid"] = os.getpid()
     return outcome

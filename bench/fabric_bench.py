@@ -10,6 +10,11 @@ the same `make bench` run.
     reordering   max and p99 reorder depth per spray mode
     failover     dual-homed hosts, a host link down mid-run: messages lost (goal: 0) and the
                  failover time hosts measured
+    ft-*         the same on a k=4 fat-tree (20 switches, 16 hosts, 30 packets/s links):
+                 cross-pod permutation per spray mode (ecmp the baseline) with the per-tier
+                 balance of cells, 8:1 incast across pods per rate control (none the
+                 baseline), ring all-reduce over 8 ranks in 4 pods per spray mode (ecmp the
+                 baseline)
 
 Figures are ratios to what the configured queue rates allow, so they do not depend on the
 machine's speed; a run the machine could not keep up with is marked invalid, not counted.
@@ -31,11 +36,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
+from controlplane.topogen import generate  # noqa: E402
 from controlplane.topology import Topology, load_topology  # noqa: E402
-from topologies.report import RunMetrics  # noqa: E402
+from topologies.report import RunMetrics, goodput_fraction  # noqa: E402
 from topologies.run_cli import parse_fail  # noqa: E402
 from topologies.runner import RunConfig, execute  # noqa: E402
-from topologies.workloads import incast, permutation, ring_allreduce  # noqa: E402
+from topologies.workloads import (  # noqa: E402
+    Step,
+    Transfer,
+    Workload,
+    incast,
+    permutation,
+    ring_allreduce,
+)
 
 SPRAYS = ["ecmp", "spray", "round-robin", "adaptive"]
 CCS = ["none", "dcqcn", "hpcc", "credit"]
@@ -60,21 +73,6 @@ def run(t: Topology, workload, tag: str, events=()) -> RunMetrics:
     return metrics
 
 
-def goodput_fraction(m: RunMetrics) -> float:
-    """Sum of ideal flow times over sum of actual: 1.0 = every flow at its bottleneck share."""
-    ideal = actual = 0.0
-    by_flow: dict[str, list[dict[str, Any]]] = {}
-    for msg in m.messages:
-        by_flow.setdefault(f"{msg['src']}->{msg['dst']}", []).append(msg)
-    for key, msgs in by_flow.items():
-        if any(x["fct_s"] is None for x in msgs):
-            return 0.0
-        flow_time = m.flows.get(key, {}).get("flow_time_s") or max(x["fct_s"] for x in msgs)
-        ideal += sum(x["ideal_s"] for x in msgs)
-        actual += flow_time
-    return ideal / actual if actual else 0.0
-
-
 def figures(m: RunMetrics) -> dict[str, Any]:
     s = m.summary
     return {
@@ -92,7 +90,61 @@ def figures(m: RunMetrics) -> dict[str, Any]:
         # detection plus recovery.
         "failover_s": [(f.get("since_last_progress_s") or 0.0) + (f.get("recovered_s") or 0.0)
                        for fl in m.flows.values() for f in fl.get("failovers", [])],
+        # the busiest link direction's packets (cells and other) over its rate x the workload
+        "max_link_load": (s.get("link_accounting") or {}).get("max_offered"),
+        # per tier and direction: min/mean and max/mean of cells over its links
+        "balance": {t: [b["min_over_mean"], b["max_over_mean"]]
+                    for t, b in (s.get("link_accounting") or {}).get("tiers", {}).items()},
     }
+
+
+FAT_TREE = "fat-tree:k=4,rate=30,depth=64"
+
+
+def fat_tree(**fabric: Any) -> Topology:
+    t = generate(FAT_TREE)
+    t.fabric = replace(t.fabric, **fabric)
+    return t
+
+
+def cross_pod(t: Topology, size: int) -> Workload:
+    """Host i to host i + 4 (the same place one pod on): every flow crosses the core."""
+    hs = hosts_of(t)
+    return Workload("cross-pod", (Step(tuple(Transfer(h, hs[(i + 4) % len(hs)], size, 1)
+                                             for i, h in enumerate(hs))),))
+
+
+def bench_ft_utilization(quick: bool) -> dict[str, Any]:
+    out = {}
+    for spray in (["ecmp", "spray"] if quick else SPRAYS):
+        t = fat_tree(spray=spray, cc="dcqcn")
+        out[spray] = figures(run(t, cross_pod(t, 48 * 1024), f"ft-util-{spray}"))
+    return out
+
+
+def bench_ft_incast(quick: bool) -> dict[str, Any]:
+    out = {}
+    for cc in (["none", "hpcc"] if quick else CCS):
+        t = fat_tree(spray="spray", cc=cc)
+        hs = hosts_of(t)
+        # 8 senders from the other three pods into h1, 24 cells each: 3x the host port's
+        # 64-cell queue
+        senders = [h for h in hs if t.hosts[h].ip.split(".")[1] != "1"][:8]
+        wl = Workload("incast-8:1", (Step(tuple(Transfer(h, "h1", 24 * 1024, 1)
+                                                for h in senders)),))
+        out[f"8:1/{cc}"] = figures(run(t, wl, f"ft-incast8-{cc}"))
+    return out
+
+
+def bench_ft_allreduce(quick: bool) -> dict[str, Any]:
+    out = {}
+    for spray in (["ecmp", "spray"] if quick else SPRAYS):
+        t = fat_tree(spray=spray, cc="dcqcn")
+        # 8 ranks, two per pod, ordered so that every ring hop leaves its pod
+        ranks = ["h1", "h5", "h9", "h13", "h3", "h7", "h11", "h15"]
+        wl = ring_allreduce(ranks, 256 * 1024)
+        out[spray] = figures(run(t, wl, f"ft-allreduce-{spray}"))
+    return out
 
 
 def bench_utilization(quick: bool) -> dict[str, Any]:
@@ -172,6 +224,19 @@ def verdicts(res: dict[str, Any]) -> dict[str, Any]:
             r = ratio(a["spray"]["step_time_p50_s"], a["ecmp"]["step_time_p50_s"])
             v["40% lower communication latency (all-reduce step, spray vs ecmp)"] = {
                 "met": r is not None and r <= 0.6, "spray_over_ecmp": r}
+    if "ft-utilization" in res:
+        u = res["ft-utilization"]
+        core = [min(u[m]["balance"].get(t, [0.0])[0] or 0.0
+                    for t in ("spine-core up", "spine-core down"))
+                for m in SPRAYS[1:] if m in u and u[m]["valid"]]
+        best = max((u[m]["goodput_fraction"] for m in SPRAYS[1:] if m in u and u[m]["valid"]),
+                   default=0.0)
+        v["fat-tree: spraying uses every core link (min/mean >= 0.6)"] = {
+            "met": bool(core) and min(core) >= 0.6, "worst_core_min_over_mean": min(core or [0.0]),
+            "ecmp_core_min_over_mean": min(u.get("ecmp", {}).get("balance", {}).get(t, [0.0])[0]
+                                           or 0.0 for t in ("spine-core up", "spine-core down")),
+            "best_goodput": best, "ratio_vs_ecmp": ratio(best, u.get("ecmp", {}).get(
+                "goodput_fraction"))}
     if "failover" in res:
         f = next(iter(res["failover"].values()))
         v["no message lost on link failure"] = {"met": f["messages_lost"] == 0 and f["valid"],
@@ -182,14 +247,26 @@ def verdicts(res: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer, smaller scenarios")
-    ap.add_argument("--only", default="utilization,loss,allreduce,failover")
+    ap.add_argument("--only", default="utilization,loss,allreduce,failover,"
+                                      "ft-utilization,ft-incast,ft-allreduce")
     args = ap.parse_args(argv)
     benches = {"utilization": bench_utilization, "loss": bench_loss,
-               "allreduce": bench_allreduce, "failover": bench_failover}
+               "allreduce": bench_allreduce, "failover": bench_failover,
+               "ft-utilization": bench_ft_utilization, "ft-incast": bench_ft_incast,
+               "ft-allreduce": bench_ft_allreduce}
     results: dict[str, Any] = {"machine": machine()}
+    previous = RESULTS / "fabric.json"
+    if args.only != ap.get_default("only") and previous.exists():
+        # a partial run keeps the other scenarios' last results (and says when they were taken)
+        results = {**json.loads(previous.read_text()), "machine": machine()}
     start = time.time()
     for name in args.only.split(","):
+        if name not in benches:
+            print(f"fabric_bench: unknown scenario '{name}' (known: {', '.join(benches)})",
+                  file=sys.stderr)
+            return 2
         results[name] = benches[name](args.quick)
+        results.setdefault("measured", {})[name] = time.strftime("%Y-%m-%d %H:%M")
     results["verdicts"] = verdicts(results)
     results["duration_s"] = time.time() - start
     RESULTS.mkdir(parents=True, exist_ok=True)

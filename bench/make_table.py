@@ -62,6 +62,7 @@ def fabric_section(res: dict[str, Any]) -> list[str]:
         for mode, f in res["allreduce"].items():
             out.append(f"| {mode} | {num(f['step_time_p50_s'], '{:.3f}')} | "
                        f"{num(f['slowdown_p99'])} | {f['valid']} |")
+    out += fat_tree_section(res)
     if "failover" in res:
         out += ["", "Failover (dual-homed hosts, host link down mid-run):", ""]
         for key, f in res["failover"].items():
@@ -69,6 +70,45 @@ def fabric_section(res: dict[str, Any]) -> list[str]:
             took = f"{1000 * max(times):.0f} ms" if times else "-"
             out.append(f"- `{key}`: messages {f['messages']}, lost {f['messages_lost']}, "
                        f"recovery {took}, valid {f['valid']}")
+    return out
+
+
+def _balance(f: dict[str, Any], tier: str) -> str:
+    b = f.get("balance", {}).get(tier)
+    return "-" if not b or b[0] is None else f"{b[0]:.2f} / {b[1]:.2f}"
+
+
+def fat_tree_section(res: dict[str, Any]) -> list[str]:
+    """The k=4 fat-tree scenarios (bench_ft_*), each beside its baseline."""
+    out: list[str] = []
+    when = res.get("measured", {})
+    if "ft-utilization" in res:
+        out += ["", "Fat-tree k=4 (20 switches, 16 hosts, 30 packets/s links), cross-pod "
+                f"permutation, per spray mode (measured {when.get('ft-utilization', '?')}); "
+                "cells per link as min/mean / max/mean over the tier's links:", "",
+                "| spray | goodput / capacity | slowdown p50 | slowdown p99 | edge->agg | "
+                "agg->core | core->agg | busiest link | cells dropped | valid |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for mode, f in res["ft-utilization"].items():
+            out.append(f"| {mode} | {pct(f['goodput_fraction'])} | {num(f['slowdown_p50'])} | "
+                       f"{num(f['slowdown_p99'])} | {_balance(f, 'leaf-spine up')} | "
+                       f"{_balance(f, 'spine-core up')} | {_balance(f, 'spine-core down')} | "
+                       f"{pct(f.get('max_link_load'))} | {f['cells_dropped']} | {f['valid']} |")
+    if "ft-incast" in res:
+        out += ["", f"Fat-tree incast 8:1 across pods into h1, spray, per rate control "
+                f"(measured {when.get('ft-incast', '?')}):", "",
+                "| incast / cc | cells dropped | peak queue | time to drain (s) | messages | valid |",
+                "|---|---|---|---|---|---|"]
+        for key, f in res["ft-incast"].items():
+            out.append(f"| {key} | {f['cells_dropped']} | {f['peak_queue']} | "
+                       f"{num(f['drain_s'])} | {f['messages']} | {f['valid']} |")
+    if "ft-allreduce" in res:
+        out += ["", "Fat-tree ring all-reduce (256 KiB over 8 ranks, every hop leaving its pod), "
+                f"per spray mode (measured {when.get('ft-allreduce', '?')}):", "",
+                "| spray | step time p50 (s) | slowdown p99 | valid |", "|---|---|---|---|"]
+        for mode, f in res["ft-allreduce"].items():
+            out.append(f"| {mode} | {num(f['step_time_p50_s'], '{:.3f}')} | "
+                       f"{num(f['slowdown_p99'])} | {f['valid']} |")
     return out
 
 

@@ -31,6 +31,34 @@ def _local(name: str) -> str | None:
     return str(local) if local.exists() else shutil.which(name)
 
 
+def exchange(addr: tuple[str, int], requests: list[tuple[str, list[str]]],
+             timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The p4sim admin port's wire exchange: the requests on one connection, one reply dict
+    each (``{"ok": True, "result": ...}`` or ``{"ok": False, "error": ...}``). Raises OSError
+    when the switch cannot be reached. This is the only client of that protocol outside p4sim
+    (p4sim's own ``p4sim ctl`` cannot import controlplane and keeps the same exchange beside
+    the server, p4sim.switch.admin.request; tests hold the two to the same replies)."""
+    with socket.create_connection(addr, timeout=timeout) as s:
+        s.sendall(b"".join((json.dumps({"cmd": cmd, "args": args}) + "\n").encode()
+                           for cmd, args in requests))
+        rfile = s.makefile("rb")
+        replies = []
+        for _ in requests:
+            line = rfile.readline()
+            try:
+                reply = json.loads(line) if line else {"ok": False, "error": "no reply"}
+            except ValueError:
+                reply = {"ok": False, "error": f"bad reply {line[:80]!r}"}
+            replies.append(reply if isinstance(reply, dict) else {"ok": False,
+                                                                  "error": "bad reply"})
+        return replies
+
+
+def send(addr: tuple[str, int], cmd: str, args: list[str], timeout: float = 10.0) -> dict:
+    """One request over ``exchange``."""
+    return exchange(addr, [(cmd, args)], timeout)[0]
+
+
 class AdminChannel:
     """``tool``: "p4sim" (p4sim ctl), "bmv2" (simple_switch_CLI) or "auto" (p4sim if found)."""
 
@@ -53,18 +81,30 @@ class AdminChannel:
         """Run one command; returns its result (p4sim: the decoded JSON, bmv2: CLI text)."""
         words = [command, *(str(a) for a in args)]
         if self.tool == "p4sim":
-            return self._p4sim(words)
-        return self._bmv2(words)
+            return self._p4sim([words])[0]
+        return self._bmv2([words])
 
-    def _bmv2(self, words: list[str]) -> str:
-        what = f"admin channel {self.addr}: {' '.join(words)}"
+    def run_lines(self, lines: list[str]) -> None:
+        """Several simple_switch_CLI command lines at once (one CLI process, or one
+        connection): the runner's bring-up sends hundreds. Raises on the first failed one
+        (the later ones still ran, as with simple_switch_CLI)."""
+        words = [line.split() for line in lines if line.strip()]
+        if not words:
+            return
+        if self.tool == "p4sim":
+            self._p4sim(words)
+        else:
+            self._bmv2(words)
+
+    def _bmv2(self, commands: list[list[str]]) -> str:
+        what = f"admin channel {self.addr}: {'; '.join(' '.join(w) for w in commands)}"[:300]
         exe = _local("simple_switch_CLI")
         if exe is None:
             raise AdminError(f"{what}: `simple_switch_CLI` not found on PATH")
         argv = [exe, "--thrift-ip", self.host, "--thrift-port", str(self.port)]
         try:
-            proc = subprocess.run(argv, input=" ".join(words) + "\n", capture_output=True,
-                                  text=True, timeout=self.timeout)
+            proc = subprocess.run(argv, input="".join(" ".join(w) + "\n" for w in commands),
+                                  capture_output=True, text=True, timeout=self.timeout)
         except subprocess.TimeoutExpired:
             raise AdminError(f"{what}: timed out") from None
         # simple_switch_CLI reports bad commands on stdout ("Error: ...") and still exits 0.
@@ -74,27 +114,18 @@ class AdminChannel:
             raise AdminError(f"{what}: {bad[0].strip()}")
         return proc.stdout.strip()
 
-    def _p4sim(self, words: list[str]) -> Any:
-        what = f"admin channel {self.addr}: {' '.join(words)}"
-        request = json.dumps({"cmd": words[0], "args": words[1:]}) + "\n"
+    def _p4sim(self, commands: list[list[str]]) -> list[Any]:
         try:
-            with socket.create_connection((self.host, self.port), timeout=self.timeout) as s:
-                s.sendall(request.encode())
-                buf = b""
-                while not buf.endswith(b"\n"):
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    buf += chunk
+            replies = exchange((self.host, self.port), [(w[0], w[1:]) for w in commands],
+                               self.timeout)
         except OSError as err:
-            raise AdminError(f"{what}: cannot reach the switch: {err.strerror or err}") from None
-        try:
-            reply = json.loads(buf)
-        except ValueError:
-            raise AdminError(f"{what}: bad reply {buf[:80]!r}") from None
-        if not reply.get("ok"):
-            raise AdminError(f"{what}: {reply.get('error') or 'failed'}")
-        return reply.get("result")
+            raise AdminError(f"admin channel {self.addr}: cannot reach the switch: "
+                             f"{err.strerror or err}") from None
+        for words, reply in zip(commands, replies):
+            if not reply.get("ok"):
+                raise AdminError(f"admin channel {self.addr}: {' '.join(words)}: "
+                                 f"{reply.get('error') or 'failed'}")
+        return [reply.get("result") for reply in replies]
 
     # -- simple_switch_CLI commands, same names and argument order --
 

@@ -11,6 +11,7 @@ routes and groups that avoid it.
 from __future__ import annotations
 
 import ipaddress
+import zlib
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
@@ -33,6 +34,26 @@ ADAPTIVE_BUCKETS = 16
 REPORT_SESSION = 100
 FEEDBACK_OPCODES = (OP_ACK, OP_CNP)
 FEEDBACK_PRIORITY = 1
+# A port's line rate is shared by its two queues. Hosts ACK every 4 cells
+# (topologies/hostprocs.py), so a port that carries data one way and the other flows' ACKs
+# needs about 1/5 of its packets for feedback: hosts send data at the rest (data_rate), which
+# is also the rate a message's ideal time is counted at. Where a shared line rate cannot be
+# configured (real BMv2 paces each priority queue on its own), the feedback queue gets this
+# share as a fixed rate and data the rest.
+FEEDBACK_SHARE = 0.2
+
+
+def queue_shares(line_pps: int) -> dict[int, int]:
+    """Packets per second per priority for a port of ``line_pps`` (0 = unlimited: both 0)."""
+    if line_pps <= 0:
+        return {0: 0, FEEDBACK_PRIORITY: 0}
+    feedback = min(line_pps - 1, max(1, round(line_pps * FEEDBACK_SHARE)))
+    return {0: line_pps - feedback, FEEDBACK_PRIORITY: feedback}
+
+
+def data_rate(line_pps: int) -> int:
+    """What data (priority 0) may use of a port of ``line_pps``."""
+    return queue_shares(line_pps)[0]
 
 # Fully-qualified names in fabric.p4 (p4c's naming: control-local instances under their
 # control's instance name).
@@ -53,6 +74,13 @@ T_REWRITE = "MyEgress.rewrite.egress_rewrite"
 T_ECN = "MyEgress.ecn.ecn_profile"
 T_INT_TRANSIT = "MyEgress.int_egress.int_transit_config"
 T_REPORT = "MyEgress.report.report_encap"
+
+
+def hash_salt(switch: str) -> int:
+    """The switch's hash salt (fabric.p4 SprayGroups): key = bits 31..16 of (16-bit flow hash
+    * salt). Derived from the switch's name so that every switch of a topology gets its own,
+    the same on every run; odd and >= 2^16 so the product keeps all of the hash's bits."""
+    return (zlib.crc32(b"cellfabric-salt:" + switch.encode()) | 0x10001) & 0xFFFFFFFF
 
 
 @dataclass
@@ -157,13 +185,15 @@ def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]]
                                         action="MyIngress.spray.set_egress_port",
                                         params={"port": port}))
     mode = SPRAY_MODE_VALUE[fab.spray]
+    salt = hash_salt(name)
     for ports, gid in sorted(plan.groups.items(), key=lambda kv: kv[1]):
         ents.append(ActionProfileGroup(
             profile=P_SELECTOR, group_id=gid,
             members=[GroupMember(member_id=p, weight=1, watch_port=p) for p in ports]))
         ents.append(TableEntry(table=T_GROUP_SELECT, match={"meta.group_id": gid}, group=gid))
         ents.append(TableEntry(table=T_GROUP_MODE, match={"meta.group_id": gid},
-                               action="MyIngress.spray.set_group_mode", params={"mode": mode}))
+                               action="MyIngress.spray.set_group_mode",
+                               params={"mode": mode, "salt": salt}))
         if fab.spray == "adaptive" and len(ports) >= 2:
             for bucket in range(ADAPTIVE_BUCKETS):
                 a = ports[bucket % len(ports)]

@@ -76,6 +76,8 @@ control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
     counter(PORT_SLOTS, CounterType.packets_and_bytes) port_tx;
+    /* the RoCEv2 data packets (cells) among port_tx: the rest is feedback and other traffic */
+    counter(PORT_SLOTS, CounterType.packets_and_bytes) port_tx_data;
 
     EgressRewrite() rewrite;
     EcnMarking() ecn;
@@ -104,6 +106,9 @@ control MyEgress(inout headers_t hdr,
             drop_counter.count((bit<32>)meta.drop_reason);
         } else {
             port_tx.count((bit<32>)standard_metadata.egress_port);
+            if (meta.roce_data == 1) {
+                port_tx_data.count((bit<32>)standard_metadata.egress_port);
+            }
         }
     }
 }

@@ -2,15 +2,19 @@
 
 Both targets take simple_switch_CLI's command lines (``set_queue_rate PPS PORT``,
 ``set_queue_depth PKTS PORT``): real BMv2 through ``simple_switch_CLI --thrift-port N`` on its
-standard input, p4sim through its admin channel (``p4sim ctl``), here called in-process because
-the runner sends hundreds of them at bring-up.
+standard input, p4sim through its admin channel. Both go through the one admin channel client,
+``controlplane.admin`` (in-process for p4sim, because the runner sends hundreds of them at
+bring-up).
 """
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from typing import Any
+
+from controlplane.admin import AdminChannel, send
+from controlplane.admin import AdminError as ChannelError
+from controlplane.fabric_plan import queue_shares
 
 
 class AdminError(RuntimeError):
@@ -27,29 +31,43 @@ class SwitchAdmin:
         if not lines:
             return
         if self.target == "bmv2":
-            proc = subprocess.run(["simple_switch_CLI", "--thrift-port", str(self.thrift_port)],
-                                  input="\n".join(lines) + "\n", capture_output=True, text=True)
-            if proc.returncode != 0 or "Error" in proc.stdout:
-                raise AdminError(f"{self.name}: simple_switch_CLI: "
-                                 f"{(proc.stderr or proc.stdout).strip()[-300:]}")
+            try:
+                AdminChannel(f"127.0.0.1:{self.thrift_port}", "bmv2", timeout=120).run_lines(lines)
+            except ChannelError as e:
+                raise AdminError(f"{self.name}: simple_switch_CLI: {e}") from None
             return
-        from p4sim.switch.ctl import send
-
         for line in lines:
             words = line.split()
             reply = send(("127.0.0.1", self.thrift_port), words[0], words[1:])
             if not reply.get("ok"):
                 raise AdminError(f"{self.name}: {line}: {reply.get('error')}")
 
-    def set_queue(self, port: int, rate_pps: int, depth: int) -> None:
-        self.run([f"set_queue_rate {rate_pps} {port}", f"set_queue_depth {depth} {port}"])
+    def set_queue(self, port: int, rate_pps: int, depth: int, priorities: int = 1) -> None:
+        """The port's queue depth, and its line rate shared by its ``priorities`` queues.
+
+        p4sim: every queue may send ``rate_pps`` and the port's line (``set_port_rate``) caps
+        them together, so the feedback queue takes its share only while it has packets. Real
+        BMv2 paces each priority queue on its own and has no shared rate, so there the rate is
+        split: fabric_plan.queue_shares gives each priority a fixed share."""
+        lines = [f"set_queue_rate {rate_pps} {port}"]
+        if priorities >= 2 and rate_pps > 0:
+            if self.target == "bmv2":
+                lines = [f"set_queue_rate {pps} {port} {self.queue_index(prio, priorities)}"
+                         for prio, pps in sorted(queue_shares(rate_pps).items())]
+            else:
+                lines.append(f"set_port_rate {rate_pps} {port}")
+        self.run([*lines, f"set_queue_depth {depth} {port}"])
+
+    def queue_index(self, priority: int, priorities: int) -> int:
+        """The CLI's priority argument for P4 ``priority``: simple_switch stores P4 priority p
+        in queue ``priorities - 1 - p`` and its CLI addresses queues by that index; p4sim's
+        admin channel takes the P4 priority itself."""
+        return priorities - 1 - priority if self.target == "bmv2" else priority
 
     def stats(self) -> dict[str, Any] | None:
         """Per-port data-plane statistics (p4sim only; BMv2 has no equivalent command)."""
         if self.target == "bmv2":
             return None
-        from p4sim.switch.ctl import send
-
         reply = send(("127.0.0.1", self.thrift_port), "stats", [])
         if not reply.get("ok"):
             raise AdminError(f"{self.name}: stats: {reply.get('error')}")

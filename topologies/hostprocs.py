@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controlplane.fabric_plan import data_rate
 from controlplane.topology import Topology, router_mac
 from hosts.wire import TELEMETRY_REPORT_PORT
 from topologies.workloads import Step, Transfer
@@ -48,7 +49,28 @@ class StepPlan:
 
 
 def host_line_rate(topo: Topology, host: str) -> int:
-    return min(lk.queue.rate_pps for lk in topo.links_of(host))
+    """Cells per second a host's link carries: its rate less the feedback queue's share."""
+    return data_rate(min(lk.queue.rate_pps for lk in topo.links_of(host)))
+
+
+def path_switches(topo: Topology, src: str, dst: str) -> int:
+    """Switches on a shortest path between two hosts (hosts are never transit nodes)."""
+    adj: dict[str, set[str]] = {}
+    for lk in topo.links:
+        adj.setdefault(lk.a, set()).add(lk.b)
+        adj.setdefault(lk.b, set()).add(lk.a)
+    dist, frontier = {src: 0}, [src]
+    while frontier and dst not in dist:
+        nxt = []
+        for node in frontier:
+            if node != src and node in topo.hosts:
+                continue
+            for peer in adj.get(node, ()):
+                if peer not in dist:
+                    dist[peer] = dist[node] + 1
+                    nxt.append(peer)
+        frontier = nxt
+    return dist.get(dst, 2) - 1
 
 
 def time_scale(rate_pps: int) -> float:
@@ -141,9 +163,11 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
         if cc != "hpcc" and host_reports(topo):
             argv += ["--int-source"]
         if cc == "hpcc":
-            # Base RTT: a cell and its ACK across leaf-spine-leaf, in cell times.
+            # Base RTT: a cell and its ACK across the path, in cell times (8 across the 3
+            # switches of leaf-spine-leaf; a fat-tree's cross-pod path has 5).
+            hops = path_switches(topo, t.src, t.dst)
             argv += ["--int-source", "--link-rate", f"{rate}pps",
-                     "--cc-param", f"base_rtt_s={8.0 / rate:.4f}"]
+                     "--cc-param", f"base_rtt_s={8.0 * max(hops, 1) / 3 / rate:.4f}"]
         metrics = out_dir / f"step{index}-send-{t.src}-{t.dst}.json"
         argv += ["--metrics", str(metrics)]
         plan.senders.append(HostPlan(t.src, argv, metrics, transfer=t))

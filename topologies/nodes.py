@@ -115,6 +115,11 @@ class P4Switch(ProcessSwitch):
             extra += ["--pcap", self.pcap_dir]
         if self.log_dir:
             extra += ["--log-console"] if self.target == "bmv2" else []
+            # CELLFABRIC_SWITCH_TRACE=LEVEL: p4sim's per-packet trace into the run's logs.
+            level = os.environ.get("CELLFABRIC_SWITCH_TRACE")
+            if level and self.target == "embedded":
+                extra += ["--log-file", str(self.log_dir / f"{self.name}.trace.log"),
+                          "--log-level", level]
         return switch_argv(
             self.target, self.port_map(), self.grpc_addr, device_id=self.device_id,
             cpu_port=self.cpu_port, json=self.json_path, extra=extra,

@@ -1,8 +1,7 @@
-"""A run's report: metrics.json, PNG plots and the summary table printed at the end.
+"""A run's report: metrics.json, PNG plots (topologies.plots) and the summary printed at the end.
 
 The runner fills a ``RunMetrics`` (plain dicts and lists, so it is the JSON as-is); this module
-derives the headline figures from it, writes the plots with matplotlib's Agg backend and prints
-the summary. Figures are ratios to what the configuration allows (link capacity in packets per
+derives the headline figures from it and prints the summary. Figures are ratios to what the configuration allows (link capacity in packets per
 second, ideal message time at the bottleneck rate), so they do not depend on the machine's speed.
 """
 
@@ -35,6 +34,9 @@ class RunMetrics:
     steps: list[dict[str, Any]] = field(default_factory=list)  # all-reduce step times
     # INT collector summary (switch-sink runs): per switch / per link occupancy, latency
     telemetry: dict[str, Any] = field(default_factory=dict)
+    # {"window_s": seconds, "links": [linkload.link_totals records]}: what every link direction
+    # carried over the whole workload; link_accounting() derives loads and balance from it
+    link_load: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
 
 
@@ -73,106 +75,80 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
     return s
 
 
-def busiest_link_utilization(m: RunMetrics) -> dict[str, float]:
-    """Per link and direction: mean pps over the busy period / capacity."""
-    out: dict[str, float] = {}
-    for name, link in m.links.items():
-        cap = link.get("capacity_pps") or 0
-        samples = link.get("samples", [])
-        if not cap or not samples:
-            continue
-        a, b = name.split("-", 1)
-        for idx, label in ((1, f"{a}->{b}"), (2, f"{b}->{a}")):
-            busy = [row[idx] for row in samples if row[idx] > 0]
-            out[label] = (sum(busy) / len(busy) / cap) if busy else 0.0
-    return out
+def goodput_fraction(m: RunMetrics) -> float:
+    """Headline utilization: goodput over bottleneck capacity, as the sum of the flows' ideal
+    times (their bytes at the bottleneck's data rate and share) over the sum of their actual
+    times; 1.0 = every flow at its bottleneck share. 0.0 when a flow did not finish."""
+    ideal = actual = 0.0
+    by_flow: dict[str, list[dict[str, Any]]] = {}
+    for msg in m.messages:
+        by_flow.setdefault(f"{msg['src']}->{msg['dst']}", []).append(msg)
+    for key, msgs in by_flow.items():
+        if any(x["fct_s"] is None for x in msgs):
+            return 0.0
+        flow_time = m.flows.get(key, {}).get("flow_time_s") or max(x["fct_s"] for x in msgs)
+        ideal += sum(x["ideal_s"] for x in msgs)
+        actual += flow_time
+    return ideal / actual if actual else 0.0
 
 
-def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
-    import matplotlib
+def link_accounting(records: list[dict[str, Any]], window_s: float) -> dict[str, Any]:
+    """Per link direction and per tier, from what every direction carried over a window.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-
-    def save(fig, name: str) -> None:
-        path = out_dir / name
-        fig.tight_layout()
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        written.append(path)
-
-    util = busiest_link_utilization(m)
-    if util:
-        fig, ax = plt.subplots(figsize=(max(6, len(util) * 0.45), 3.5))
-        labels = sorted(util)
-        ax.bar(labels, [100 * util[k] for k in labels], color="#3b7dd8")
-        ax.axhline(95, color="#c0392b", linestyle="--", linewidth=1, label="95% goal")
-        ax.set_ylabel("utilization while busy (%)")
-        ax.set_ylim(0, 110)
-        ax.tick_params(axis="x", rotation=70, labelsize=7)
-        ax.legend(loc="lower right", fontsize=7)
-        ax.set_title("Per-link utilization")
-        save(fig, "link_utilization.png")
-
-    if m.queues:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        t0 = _t0(m)
-        for key, samples in sorted(m.queues.items()):
-            if any(v for _, v in samples):
-                ax.plot([t - t0 for t, _ in samples], [v for _, v in samples], label=key)
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("queue depth (packets)")
-        ax.set_title("Queue depth over time")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6, ncol=2)
-        save(fig, "queue_depth.png")
-
-    if m.flows:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        t0 = _t0(m)
-        for key, flow in sorted(m.flows.items()):
-            samples = flow.get("samples", [])
-            ax.plot([t - t0 for t, _ in samples], [v for _, v in samples], label=key)
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("sending rate (cells/s)")
-        ax.set_title("Per-flow rate over time")
-        ax.legend(fontsize=6, ncol=2)
-        save(fig, "flow_rates.png")
-
-    fcts = sorted(msg["fct_s"] for msg in m.messages if msg.get("fct_s") is not None)
-    if fcts:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.plot([1000 * f for f in fcts], [(i + 1) / len(fcts) for i in range(len(fcts))])
-        ax.set_xlabel("message completion time (ms)")
-        ax.set_ylabel("CDF")
-        ax.set_title("Message completion times")
-        save(fig, "completion_times.png")
-
-    if m.reorder:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        hosts = sorted(m.reorder)
-        ax.bar(hosts, [m.reorder[h].get("max_depth", 0) for h in hosts], label="max")
-        ax.bar(hosts, [m.reorder[h].get("p99_depth", 0) for h in hosts], label="p99")
-        ax.set_ylabel("reorder depth (cells)")
-        ax.set_title("Receiver reorder depth")
-        ax.legend(fontsize=7)
-        save(fig, "reorder_depth.png")
-    return written
+    ``records``: per link {"link", "tier", "capacity_pps", "directions": {"x->y": {"queue",
+    "up", "cells", "other"}}}. Per direction: cells, other packets, offered = (cells + other) /
+    (capacity x window), the share of the link's rate it used over the whole window (both of
+    the port's queues count against the one rate). Per tier and direction (up/down): the
+    balance of cells over its links, min/mean and max/mean (1.0 = even). A pure function of
+    counts, so the emulated runner and the simulator report the same figures."""
+    directions: dict[str, dict[str, Any]] = {}
+    groups: dict[str, list[int]] = {}
+    for rec in records:
+        cap = rec.get("capacity_pps") or 0
+        for label, d in rec.get("directions", {}).items():
+            packets = d["cells"] + d["other"]
+            offered = packets / (cap * window_s) if cap and window_s > 0 else None
+            tier = f"{rec['tier']} {'up' if d['up'] else 'down'}"
+            directions[label] = {"link": rec["link"], "tier": tier, "queue": d.get("queue"),
+                                 "cells": d["cells"], "other": d["other"],
+                                 "capacity_packets": cap * window_s if cap else None,
+                                 "offered": offered}
+            groups.setdefault(tier, []).append(d["cells"])
+    tiers = {}
+    for tier, cells in sorted(groups.items()):
+        mean = sum(cells) / len(cells)
+        tiers[tier] = {"links": len(cells), "mean_cells": mean,
+                       "min_over_mean": min(cells) / mean if mean else None,
+                       "max_over_mean": max(cells) / mean if mean else None}
+    offered = [d["offered"] for d in directions.values() if d["offered"] is not None]
+    return {"window_s": window_s, "directions": directions, "tiers": tiers,
+            "max_offered": max(offered, default=None)}
 
 
 def _t0(m: RunMetrics) -> float:
     return float(m.run.get("t0", 0.0))
 
 
-def write_report(m: RunMetrics, run_dir: Path) -> Path:
+def accounting_of(m: RunMetrics) -> dict[str, Any]:
+    if not m.link_load:
+        return {}
+    return link_accounting(m.link_load.get("links", []), float(m.link_load.get("window_s", 0)))
+
+
+def write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None = None) -> Path:
+    """``exact``: summary figures a caller measured exactly (the simulator's peak queue),
+    in place of the ones derived from samples."""
     m.summary = summarize(m)
-    m.summary["link_utilization"] = busiest_link_utilization(m)
+    m.summary["goodput_fraction"] = goodput_fraction(m)
+    acct = accounting_of(m)
+    if acct:
+        m.summary["link_accounting"] = acct
+    m.summary.update(exact or {})
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "metrics.json"
     path.write_text(json.dumps(asdict(m), indent=1, default=_json_default) + "\n")
+    from topologies.plots import write_plots
+
     write_plots(m, run_dir)
     return path
 
@@ -199,10 +175,19 @@ def format_summary(m: RunMetrics) -> str:
         ("peak queue depth (packets)", str(s["peak_queue_depth"])),
         ("max reorder depth (cells)", str(s["max_reorder_depth"])),
     ]
-    util = s.get("link_utilization") or busiest_link_utilization(m)
-    if util:
-        top = max(util.values())
-        rows.append(("busiest link utilization", f"{100 * top:.1f}%"))
+    rows.append(("goodput / bottleneck capacity",
+                 f"{100 * s.get('goodput_fraction', goodput_fraction(m)):.1f}%"))
+    acct = s.get("link_accounting") or accounting_of(m)
+    if acct and acct.get("directions"):
+        busiest = max(acct["directions"].items(), key=lambda kv: kv[1]["offered"] or 0)
+        rows.append((f"busiest link over {acct['window_s']:.1f}s",
+                     f"{busiest[0]} {100 * (busiest[1]['offered'] or 0):.1f}% of its rate "
+                     f"({busiest[1]['cells']} cells + {busiest[1]['other']} other)"))
+        for tier, b in acct["tiers"].items():
+            if b["links"] > 1 and b["mean_cells"]:
+                rows.append((f"cells per link, {tier}",
+                             f"min {b['min_over_mean']:.2f} / max {b['max_over_mean']:.2f} "
+                             f"x mean over {b['links']} links"))
     if "step_time_p50_s" in s:
         rows.append(("all-reduce step p50 / max",
                      f"{_ms(s['step_time_p50_s'])} / {_ms(s['step_time_max_s'])}"))

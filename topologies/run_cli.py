@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from controlplane.errors import ControlPlaneError
+from controlplane.topogen import SPEC_HELP, generate, is_spec
 from controlplane.topology import CC_MODES, SPRAY_MODES, Topology, TopologyError, load_topology
 from netlab.targets import ToolchainError, resolve_target
 from topologies.workloads import WORKLOADS, Workload, WorkloadError, make_workload
@@ -27,7 +28,19 @@ def find_topology(name: str) -> Path:
         if candidate.exists():
             return candidate
     known = ", ".join(sorted(p.stem for p in TOPO_DIR.glob("*.yaml")))
-    raise TopologyError(f"{name}: no such topology file (shipped: {known})")
+    raise TopologyError(f"{name}: no such topology file (shipped: {known}; or generate one: "
+                        f"{SPEC_HELP})")
+
+
+def resolve_topology(name: str) -> Topology:
+    """A topology file, a shipped name, or a generator spec such as ``fat-tree:k=4``."""
+    if is_spec(name) and not Path(name).exists():
+        return generate(name)
+    return load_topology(find_topology(name))
+
+
+TOPOLOGY_HELP = ("topology file, shipped name (leaf-spine, fat-tree, ...) or generator spec: "
+                 + SPEC_HELP + "; default leaf-spine")
 
 
 _FAIL = re.compile(r"^(?P<link>[a-z0-9]+-[a-z0-9]+)@(?P<down>[\d.]+)(?::(?P<up>[\d.]+))?$")
@@ -50,7 +63,7 @@ def parse_fail(spec: str):
 def add_workload_options(ap: argparse.ArgumentParser) -> None:
     """The options `cellfabric run` and `cellfabric sim` share, with the same defaults."""
     ap.add_argument("topology", nargs="?", default="leaf-spine",
-                    help="topology file or shipped name (default leaf-spine)")
+                    help=TOPOLOGY_HELP)
     ap.add_argument("--target", choices=("embedded", "bmv2"), default=None)
     ap.add_argument("--workload", choices=WORKLOADS, default="permutation")
     ap.add_argument("--cc", choices=CC_MODES, default=None, help="default: the topology's")
@@ -67,7 +80,7 @@ def add_workload_options(ap: argparse.ArgumentParser) -> None:
 def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list]:
     """Topology (with the --spray/--cc overrides), workload and link events of a command
     line; raises TopologyError, WorkloadError or ValueError with a one-line message."""
-    topo = load_topology(find_topology(args.topology))
+    topo = resolve_topology(args.topology)
     topo.fabric = replace(topo.fabric, spray=args.spray or topo.fabric.spray,
                           cc=args.cc or topo.fabric.cc)
     hosts = sorted(topo.hosts, key=lambda h: int(re.sub(r"\D", "", h) or 0))
@@ -113,7 +126,7 @@ def run_main(argv: list[str]) -> int:
 def cli_main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="cellfabric cli", description=(
         "Bring a topology up (tables installed) and open the Mininet CLI to explore it."))
-    ap.add_argument("topology", nargs="?", default="leaf-spine")
+    ap.add_argument("topology", nargs="?", default="leaf-spine", help=TOPOLOGY_HELP)
     ap.add_argument("--target", choices=("embedded", "bmv2"), default=None)
     ap.add_argument("--results", default="results")
     args = ap.parse_args(argv)
@@ -123,7 +136,7 @@ def cli_main(argv: list[str]) -> int:
         from topologies.runner import FabricRun, RunConfig, RunError
         from topologies.workloads import Workload
 
-        topo = load_topology(find_topology(args.topology))
+        topo = resolve_topology(args.topology)
         cfg = RunConfig(topo=topo, target=resolve_target(args.target),
                         workload=Workload("none", ()), cc=topo.fabric.cc,
                         run_dir=Path(args.results) / time.strftime(f"cli-%Y%m%d-%H%M%S-{topo.name}"))

@@ -24,6 +24,7 @@ from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FabricController
 from controlplane.topology import Topology
 from netlab.targets import compile_p4
+from topologies import linkload
 from topologies.admin import SwitchAdmin
 from topologies.hostprocs import StepPlan, cells_for, host_line_rate, plan_step, read_metrics
 from topologies.monitor import FabricMonitor
@@ -80,6 +81,9 @@ class FabricRun:
         self.event_log: list[dict[str, Any]] = []
         self.t0 = 0.0
         self.collector: Any = None
+        self.load_before: linkload.Snapshot | None = None
+        self.traffic_start: float | None = None
+        self.load_after: linkload.Snapshot | None = None
         self._timers: list[threading.Timer] = []
         self._timers_started = False
 
@@ -106,17 +110,23 @@ class FabricRun:
         _say("[3/5] installing tables, groups and queue settings")
         self.controller = FabricController(
             topo, self.fabric, p4info, json_path,
-            queue_setter=lambda sw, port, pps, depth: self.admins[sw].set_queue(port, pps, depth),
+            queue_setter=self._set_queue,
             log=lambda m: self.event_log.append({"t": time.time(), "event": m}))
         diffs = self.controller.up()
         total = sum(d.writes for d in diffs.values())
         _say(f"      {total} entities written to {len(diffs)} switches")
+
+    def _set_queue(self, sw: str, port: int, pps: int, depth: int) -> None:
+        # The link's rate is shared by the data and the feedback queue (see SwitchAdmin).
+        assert self.fnet is not None
+        self.admins[sw].set_queue(port, pps, depth, priorities=self.fnet.priority_queues)
 
     # -- traffic ----------------------------------------------------------------------------
     def run_workload(self) -> None:
         cfg = self.cfg
         assert self.fnet is not None and self.fabric is not None
         self.monitor = FabricMonitor(self.topo, self.fabric, self.admins)
+        self.load_before = linkload.snapshot(self.topo, self.fabric)
         self.monitor.start()
         out = cfg.run_dir / "hosts"
         out.mkdir(parents=True, exist_ok=True)
@@ -136,6 +146,7 @@ class FabricRun:
                 start = time.time()
                 self._run_step(plan)
                 self.step_times.append({"step": i, "wall_s": time.time() - start})
+            self.load_after = linkload.snapshot(self.topo, self.fabric)
         finally:
             for t in self._timers:
                 t.cancel()
@@ -181,6 +192,8 @@ class FabricRun:
             self._start(hp, logs / f"{hp.metrics.stem}.log")
         # Receivers open their sockets before the first cell arrives.
         time.sleep(1.5)
+        if self.traffic_start is None:
+            self.traffic_start = time.time()  # no data can move before the first sender
         for hp in plan.senders:
             self._start(hp, logs / f"{hp.metrics.stem}.log")
         deadline = time.time() + self.cfg.step_timeout_s
@@ -235,6 +248,13 @@ class FabricRun:
                                          for v in ports.values())
             m.drops[name] = drops
         m.run["invalid_reasons"] = service_problems(service)
+        if self.load_before is not None and self.load_after is not None:
+            # The window runs from the first sender's start (the counters before it saw only
+            # ARP) to the end of the last step.
+            start = self.traffic_start or self.load_before["t"]
+            m.link_load = {"window_s": max(1e-3, self.load_after["t"] - start),
+                           "links": linkload.link_totals(topo, self.load_before,
+                                                         self.load_after)}
         self._collect_hosts(m)
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}
@@ -263,9 +283,10 @@ class FabricRun:
 
 
 def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
-                         read: Any = read_metrics) -> None:
+                         read: Any = read_metrics, line_rate: Any = host_line_rate) -> None:
     """Messages, flows and reorder figures from the host programs' metrics files (``read``
-    maps a path to its JSON); shared by the emulated runner and the simulator."""
+    maps a path to its JSON; ``line_rate(topo, host)`` the cells/s a host sends at); shared
+    by the emulated runner and the simulator."""
     for plan in steps:
         share_dst: dict[str, int] = {}
         share_src: dict[str, int] = {}
@@ -276,7 +297,7 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
         for hp in plan.senders:
             t = hp.transfer
             data = read(hp.metrics) or {}
-            rate = min(host_line_rate(topo, t.src), host_line_rate(topo, t.dst))
+            rate = min(line_rate(topo, t.src), line_rate(topo, t.dst))
             share = max(share_dst[t.dst], share_src[t.src])
             ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate
             fcts = data.get("fct_list_s") or []

@@ -2,13 +2,20 @@
 
 A JSON-lines protocol on a local TCP port (the ``--thrift-port``, default 9090, bound to
 127.0.0.1): each request line is ``{"cmd": NAME, "args": [...]}``, each reply line is
-``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "one line"}``.
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "one line"}``; a connection may
+carry several requests.
+
+Clients: the project's one admin channel client is ``controlplane.admin`` (both targets, used
+by fabricctl, the PTF tests and the runner). p4sim may not import controlplane, so ``request``
+below, the same exchange for ``p4sim ctl``, is the protocol's own side beside its server
+(tests/unit/test_switch_admin.py holds both clients to the same replies).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import socketserver
 import threading
 from typing import Any
@@ -20,6 +27,7 @@ DEFAULT_PORT = 9090
 COMMANDS = {
     "set_queue_rate": "set_queue_rate PPS [PORT [PRIORITY]]",
     "set_queue_depth": "set_queue_depth PKTS [PORT]",
+    "set_port_rate": "set_port_rate PPS PORT",
     "port_down": "port_down PORT",
     "port_up": "port_up PORT",
     "stats": "stats",
@@ -45,6 +53,10 @@ def execute(dp: Any, cmd: str, args: list[Any]) -> Any:
     if cmd == "set_queue_rate":
         v = _ints(args, 1, 3, usage)
         dp.set_queue_rate(v[0], v[1] if len(v) > 1 else None, v[2] if len(v) > 2 else None)
+        return None
+    if cmd == "set_port_rate":
+        v = _ints(args, 2, 2, usage)
+        dp.set_port_rate(v[0], v[1])
         return None
     if cmd == "set_queue_depth":
         v = _ints(args, 1, 2, usage)
@@ -74,6 +86,18 @@ def execute(dp: Any, cmd: str, args: list[Any]) -> Any:
     st = dp.stats()
     return {"ports": {str(p): dataclasses.asdict(s) for p, s in sorted(st.ports.items())},
             "parser_errors": st.parser_errors, "pipeline_drops": st.pipeline_drops}
+
+
+def request(addr: tuple[str, int], cmd: str, args: list[str], timeout: float = 5.0) -> dict:
+    """One request and its reply dict; raises OSError when the switch cannot be reached."""
+    with socket.create_connection(addr, timeout=timeout) as s:
+        s.sendall((json.dumps({"cmd": cmd, "args": args}) + "\n").encode())
+        line = s.makefile("rb").readline()
+    try:
+        reply = json.loads(line) if line else None
+    except ValueError:
+        reply = None
+    return reply if isinstance(reply, dict) else {"ok": False, "error": "no reply"}
 
 
 class _Handler(socketserver.StreamRequestHandler):

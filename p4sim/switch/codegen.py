@@ -56,6 +56,11 @@ _BINARY = {
     "==": "==", "!=": "!=", ">": ">", ">=": ">=", "<": "<", "<=": "<=", "/": "//", "%": "%",
     "and": "and", "or": "or",
 }
+# Operators written as a template over the operands' sources ({l} left, {r} right).
+_TEMPLATES = {
+    "not": "(not {r})", "~": "(~{r})", "d2b": "({r} != 0)", "b2d": "(1 if {r} else 0)",
+    "two_comp_mod": "_tcm({l}, {r})", "sat_cast": "_sat({l}, {r})", "usat_cast": "_usat({l}, {r})",
+}
 
 
 class HeaderRef:
@@ -230,23 +235,12 @@ class Gen:
         left, right = e.get("left"), e.get("right")
         if op in _BINARY:
             return f"({self.expr(left, where)} {_BINARY[op]} {self.expr(right, where)})"
-        if op == "not":
-            return f"(not {self.expr(right, where)})"
-        if op == "~":
-            return f"(~{self.expr(right, where)})"
-        if op == "d2b":
-            return f"({self.expr(right, where)} != 0)"
-        if op == "b2d":
-            return f"(1 if {self.expr(right, where)} else 0)"
+        if op in _TEMPLATES:
+            return _TEMPLATES[op].format(l=self.expr(left, where) if left is not None else "",
+                                         r=self.expr(right, where))
         if op == "?":
             return (f"({self.expr(left, where)} if {self.expr(e['cond'], where)} "
                     f"else {self.expr(right, where)})")
-        if op == "two_comp_mod":
-            return f"_tcm({self.expr(left, where)}, {self.expr(right, where)})"
-        if op == "sat_cast":
-            return f"_sat({self.expr(left, where)}, {self.expr(right, where)})"
-        if op == "usat_cast":
-            return f"_usat({self.expr(left, where)}, {self.expr(right, where)})"
         if op == "valid":
             return f"({self.header(right, where).valid_src()} != 0)"
         if op == "valid_union":

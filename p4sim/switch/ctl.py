@@ -12,22 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 
-from p4sim.switch.admin import COMMANDS, DEFAULT_PORT
-
-
-def send(addr: tuple[str, int], cmd: str, args: list[str], timeout: float = 5.0) -> dict:
-    with socket.create_connection(addr, timeout=timeout) as s:
-        s.sendall((json.dumps({"cmd": cmd, "args": args}) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    return json.loads(buf or b'{"ok": false, "error": "no reply"}')
+from p4sim.switch.admin import COMMANDS, DEFAULT_PORT, request
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for words in lines:
         try:
-            reply = send((host or "127.0.0.1", port), words[0], words[1:])
+            reply = request((host or "127.0.0.1", port), words[0], words[1:])
         except OSError as e:
             print(f"p4sim ctl: error: cannot reach switch at {host}:{port}: {e.strerror or e}",
                   file=sys.stderr)

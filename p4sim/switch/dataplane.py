@@ -59,7 +59,8 @@ from p4sim.switch.tm import DEFAULT_DEPTH, TrafficManager
 from p4sim.switch.v1model import V1Model
 
 MIN_FRAME = 14  # shorter than an Ethernet header: truncated
-MAX_FRAME = 9216 + 18  # jumbo frame plus Ethernet header and FCS room: anything longer is dropped
+# No upper limit: BMv2 processes whatever its ports read (pcap's default snap length, 256 KiB;
+# the port layer reads as much), so frames beyond a jumbo's 9234 bytes go through the pipeline.
 
 TransmitFn = Callable[[int, bytes], None]
 Clock = Callable[[], int]
@@ -76,13 +77,17 @@ def _no_wake() -> None:
 class DataPlane:
     def __init__(self, device_id: int = 0, cpu_port: int | None = None, priorities: int = 1,
                  log: Any = None, *, transmit: TransmitFn | None = None,
-                 wake: Callable[[], None] | None = None, clock: Clock | None = None) -> None:
+                 wake: Callable[[], None] | None = None, clock: Clock | None = None,
+                 trace: Any = None) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.lock = threading.RLock()
         self.log = log
         self.clock: Clock = clock or time.monotonic_ns
         self.t0 = self.clock()  # v1model timestamps count microseconds from here
+        self.trace = trace  # p4sim.switch.trace.Tracer (None: no packet trace, no cost)
+        if trace is not None:
+            trace.clock, trace.t0 = self.clock, self.t0
         self.tm = TrafficManager(priorities, DEFAULT_DEPTH)
         self.flow: V1Model | None = None
         self.cp: CompiledProgram | None = None
@@ -118,14 +123,14 @@ class DataPlane:
         with self.lock:
             st = self._pstats(port)
             st.rx_packets += 1
-            if not MIN_FRAME <= len(frame) <= MAX_FRAME:
+            if len(frame) < MIN_FRAME:
                 st.rx_dropped_malformed += 1
                 return
             flow = self.flow
             if flow is None:
                 self.no_program_drops += 1
                 return
-            flow.fast_receive(port, frame)
+            flow.receive(port, frame)
             if self.tm.backlog or flow.pending:
                 flow.service()
 
@@ -133,17 +138,21 @@ class DataPlane:
         """``receive()`` for several frames from one port under one lock acquisition."""
         with self.lock:
             st = self._pstats(port)
+            st.rx_packets += len(frames)
             flow, tm = self.flow, self.tm
+            if flow is None:
+                short = sum(1 for frame in frames if len(frame) < MIN_FRAME)
+                st.rx_dropped_malformed += short
+                self.no_program_drops += len(frames) - short
+                return
+            receive = flow.receive
             for frame in frames:
-                st.rx_packets += 1
-                if not MIN_FRAME <= len(frame) <= MAX_FRAME:
+                if len(frame) < MIN_FRAME:
                     st.rx_dropped_malformed += 1
-                elif flow is None:
-                    self.no_program_drops += 1
-                else:
-                    flow.fast_receive(port, frame)
-                    if tm.backlog or flow.pending:
-                        flow.service()
+                    continue
+                receive(port, frame)
+                if tm.backlog or flow.pending:
+                    flow.service()
 
     def service(self) -> int:
         """Run egress for every queued packet due now; returns how many were processed."""
@@ -161,8 +170,8 @@ class DataPlane:
     def drain(self, timeout: float = 5.0) -> None:
         """Poll until the queues are empty, sleeping out rate pacing in real time: for tests
         and benches that run on the default (real) clock."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
+        end = self.clock() + int(timeout * 1e9)
+        while self.clock() < end:
             deadline = self.poll()
             if deadline is None:
                 return
@@ -188,9 +197,9 @@ class DataPlane:
     def load_pipeline(self, bmv2_json: bytes) -> None:
         try:
             program = load_program(bmv2_json)
-            cp = CompiledProgram(program, self.port_up, self.log, self.clock)
+            cp = CompiledProgram(program, self.port_up, self.log, self.clock, self.trace)
             flow = V1Model(cp, self.tm, self._output, self._digest_out, self.clock, self.t0,
-                           self.log)
+                           self.log, self.trace)
         except ProgramError as e:
             raise ApiError(Code.INVALID_ARGUMENT, f"bad BMv2 JSON: {e}") from None
         except RecursionError:
@@ -472,6 +481,14 @@ class DataPlane:
                 self.link_up[port] = up
                 self._port_changed()
 
+    def add_rx_dropped(self, port: int, frames: int) -> None:
+        """Frames the port layer read but could not hand over whole (longer than its snap
+        length, as BMv2's pcap ports drop them): received and dropped as malformed."""
+        with self.lock:
+            st = self._pstats(port)
+            st.rx_packets += frames
+            st.rx_dropped_malformed += frames
+
     def add_socket_drops(self, port: int, dropped: int) -> None:
         """Frames the kernel dropped on ``port``'s socket (the port layer reports them)."""
         with self.lock:
@@ -483,6 +500,15 @@ class DataPlane:
             raise ApiError(Code.INVALID_ARGUMENT, f"queue rate {pps} must be >= 0")
         with self.lock:
             self.tm.set_rate(pps, port, priority)
+        self.wake()
+
+    def set_port_rate(self, pps: int, port: int) -> None:
+        """A line rate shared by the port's priority queues (p4sim's addition to
+        simple_switch's per-queue rates)."""
+        if pps < 0:
+            raise ApiError(Code.INVALID_ARGUMENT, f"port rate {pps} must be >= 0")
+        with self.lock:
+            self.tm.set_port_rate(pps, port)
         self.wake()
 
     def set_queue_depth(self, packets: int, port: int | None = None) -> None:

@@ -2,7 +2,13 @@
 
     p4sim switch [--device-id N] -i 0@veth0 -i 1@veth2 ... [--cpu-port N] [--no-p4 | PROG.json]
                  [--grpc-server-addr 127.0.0.1:9559] [--pcap DIR] [--log-console]
+                 [--log-file PATH] [-L|--log-level LEVEL] [--log-flush]
                  [--priority-queues N] [--thrift-port N] [-- TARGET OPTIONS]
+
+``--log-console`` (standard output) and ``--log-file`` turn on simple_switch's per-packet event
+log (p4sim.switch.trace): parser states, tables hit or missed with the entry, actions and their
+arguments, queues, egress ports; ``--log-level`` (trace, debug, info, warn, error, off; default
+trace) filters it. Without either, the packet path is built without any trace hook.
 
 Target options after ``--`` (``--grpc-server-addr``, ``--cpu-port``, ``--priority-queues``) are
 accepted as simple_switch_grpc takes them. Options of BMv2 that do not apply are ignored with a
@@ -22,9 +28,9 @@ from p4sim.switch.admin import DEFAULT_PORT, AdminServer
 from p4sim.switch.api import ApiError
 
 DEFAULT_GRPC = "0.0.0.0:9559"
-IGNORED_WITH_VALUE = ("-L", "--log-level", "--log-file", "--notifications-addr", "--debugger-addr",
-                      "--restore-state", "--max-port-count", "--dp-grpc-server-addr",
-                      "--load-modules", "--drop-port", "--log-flush", "--packet-in")
+IGNORED_WITH_VALUE = ("--notifications-addr", "--debugger-addr", "--restore-state",
+                      "--max-port-count", "--dp-grpc-server-addr", "--load-modules", "--drop-port",
+                      "--packet-in")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpc-server-addr", default=None)
     ap.add_argument("--pcap", nargs="?", const=".", default=None, metavar="DIR")
     ap.add_argument("--log-console", action="store_true")
+    ap.add_argument("--log-file", default=None, metavar="PATH")
+    ap.add_argument("-L", "--log-level", default="trace",
+                    choices=("trace", "debug", "info", "warn", "error", "off"))
+    ap.add_argument("--log-flush", action="store_true")
     ap.add_argument("--priority-queues", type=int, default=1)
     ap.add_argument("--thrift-port", type=int, default=DEFAULT_PORT)
     ap.add_argument("json", nargs="?", default=None)
@@ -91,76 +101,92 @@ def _interfaces(specs: list[str]) -> dict[int, str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    ns = parse_args(args)
-    try:
-        ifaces = _interfaces(ns.interface)
-    except ValueError as e:
-        print(f"p4sim switch: error: {e}", file=sys.stderr)
-        return 2
-    if ns.priority_queues < 1 or ns.priority_queues > 8:
-        print("p4sim switch: error: --priority-queues must be 1..8", file=sys.stderr)
-        return 2
+def _tracer(ns: argparse.Namespace) -> Any:
+    """The packet trace the options ask for, or None (then it costs nothing)."""
+    if not (ns.log_console or ns.log_file) or ns.log_level == "off":
+        return None
+    from p4sim.switch.trace import Tracer
 
+    if ns.log_file:
+        out = open(ns.log_file, "w")  # noqa: SIM115 - lives as long as the switch process
+    else:
+        out = sys.stdout
+    return Tracer(out, ns.log_level, flush=ns.log_flush or not ns.log_file)
+
+
+class _Exit(Exception):
+    """Stop start-up: print ``message`` (an error line) and exit with ``code``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _data_plane(ns: argparse.Namespace) -> Any:
+    """The DataPlane with its trace and its program, as the options say."""
     from p4sim.switch.dataplane import DataPlane
+
+    try:
+        tracer = _tracer(ns)
+    except OSError as e:
+        raise _Exit(1, f"cannot open log file {ns.log_file}: {e.strerror}") from None
+    dp = DataPlane(ns.device_id, ns.cpu_port, ns.priority_queues,
+                   tracer.warning if tracer is not None else None, trace=tracer)
+    if ns.no_p4:
+        return dp
+    if ns.json is None:
+        raise _Exit(2, "give a BMv2 JSON file or --no-p4")
+    try:
+        with open(ns.json, "rb") as f:
+            dp.load_pipeline(f.read())
+    except OSError as e:
+        raise _Exit(1, f"cannot read {ns.json}: {e.strerror}") from None
+    except ApiError as e:
+        raise _Exit(1, f"{ns.json}: {e.message}") from None
+    return dp
+
+
+def _admin(dp: Any, ns: argparse.Namespace) -> AdminServer | None:
+    try:
+        admin = AdminServer(dp, ns.thrift_port)
+    except OSError as e:
+        print(f"p4sim switch: warning: admin port {ns.thrift_port} unavailable "
+              f"({e.strerror}); runtime queue settings disabled", file=sys.stderr)
+        return None
+    admin.start()
+    return admin
+
+
+def _grpc(dp: Any, ns: argparse.Namespace, grpc_addr: str) -> Any:
+    """The P4Runtime server, or None when it is not installed and was not asked for."""
+    try:
+        from p4sim.switch.p4runtime.server import serve
+    except ImportError as e:
+        if ns.grpc_server_addr:
+            raise _Exit(1, f"P4Runtime server unavailable ({e})") from None
+        print(f"p4sim switch: warning: P4Runtime server unavailable ({e})", file=sys.stderr)
+        return None
+    try:
+        return serve(dp, grpc_addr)
+    except Exception as e:
+        raise _Exit(1, f"cannot start P4Runtime server at {grpc_addr}: {e}") from None
+
+
+def _run(dp: Any, ns: argparse.Namespace, ifaces: dict[int, str], stop: threading.Event) -> int:
     from p4sim.switch.ports import PortIO
 
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
-    dp = DataPlane(ns.device_id, ns.cpu_port, ns.priority_queues,
-                   log if ns.log_console else None)
-    if ns.json and not ns.no_p4:
-        try:
-            with open(ns.json, "rb") as f:
-                dp.load_pipeline(f.read())
-        except OSError as e:
-            print(f"p4sim switch: error: cannot read {ns.json}: {e.strerror}", file=sys.stderr)
-            return 1
-        except ApiError as e:
-            print(f"p4sim switch: error: {ns.json}: {e.message}", file=sys.stderr)
-            return 1
-    elif not ns.no_p4 and ns.json is None:
-        print("p4sim switch: error: give a BMv2 JSON file or --no-p4", file=sys.stderr)
-        return 2
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-
-    server: Any = None
-    admin: AdminServer | None = None
     try:
         ports = PortIO(ifaces, ns.pcap)
     except OSError as e:
-        print(f"p4sim switch: error: {e}", file=sys.stderr)
-        return 1
+        raise _Exit(1, str(e)) from None
     dp.set_transmit_fn(ports.tx)
     dp.set_wake_fn(ports.wake)
+    server: Any = None
+    admin: AdminServer | None = None
     try:
-        try:
-            admin = AdminServer(dp, ns.thrift_port)
-            admin.start()
-        except OSError as e:
-            print(f"p4sim switch: warning: admin port {ns.thrift_port} unavailable "
-                  f"({e.strerror}); runtime queue settings disabled", file=sys.stderr)
+        admin = _admin(dp, ns)
         grpc_addr = ns.grpc_server_addr or DEFAULT_GRPC
-        try:
-            from p4sim.switch.p4runtime.server import serve
-        except ImportError as e:
-            if ns.grpc_server_addr:
-                print(f"p4sim switch: error: P4Runtime server unavailable ({e})", file=sys.stderr)
-                return 1
-            serve = None
-            print(f"p4sim switch: warning: P4Runtime server unavailable ({e})", file=sys.stderr)
-        if serve is not None:
-            try:
-                server = serve(dp, grpc_addr)
-            except Exception as e:
-                print(f"p4sim switch: error: cannot start P4Runtime server at {grpc_addr}: {e}",
-                      file=sys.stderr)
-                return 1
+        server = _grpc(dp, ns, grpc_addr)
         # Per-packet objects die by reference counting; make the cyclic collector run rarely
         # and skip everything allocated at start-up (generated code, protobuf modules).
         gc.freeze()
@@ -183,6 +209,25 @@ def main(argv: list[str] | None = None) -> int:
         if admin is not None:
             admin.stop()
         ports.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        try:
+            ifaces = _interfaces(ns.interface)
+        except ValueError as e:
+            raise _Exit(2, str(e)) from None
+        if ns.priority_queues < 1 or ns.priority_queues > 8:
+            raise _Exit(2, "--priority-queues must be 1..8")
+        dp = _data_plane(ns)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        return _run(dp, ns, ifaces, stop)
+    except _Exit as e:
+        print(f"p4sim switch: error: {e}", file=sys.stderr)
+        return e.code
 
 
 if __name__ == "__main__":

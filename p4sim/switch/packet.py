@@ -23,21 +23,19 @@ class PacketAbort(Exception):
 
 class Packet:
     __slots__ = (
-        "F", "clone_fl", "clone_session", "data", "digests", "egress_port", "end", "exit",
-        "ingress_port", "instance_type", "length", "original", "passes", "payload", "pos",
-        "qprio", "recirc_fl", "resubmit_fl", "truncate",
-    )
+        "F", "clone_fl", "clone_session", "data", "digests", "end", "exit", "ingress_port",
+        "instance_type", "length", "original", "passes", "payload", "pos", "recirc_fl",
+        "resubmit_fl", "trace_id", "truncate",
+    )  # trace_id: set only by the packet trace (p4sim.switch.trace), never read otherwise
 
     def __init__(self, F: list[int], data: bytes, ingress_port: int) -> None:
         self.F = F
         self.data = data
         self.original = data  # contents as this pass through ingress began (for I2E clones)
         self.pos = 0
-        self.end = len(data)
-        self.length = len(data)
+        self.end = self.length = len(data)
         self.payload = b""
         self.ingress_port = ingress_port
-        self.egress_port = 0
         self.instance_type = NORMAL
         self.exit = False
         self.clone_session: int | None = None
@@ -46,7 +44,6 @@ class Packet:
         self.recirc_fl: int | None = None
         self.digests: list[int] | None = None
         self.truncate = 0
-        self.qprio = 0
         self.passes = 0
 
     def lookahead(self, offset_bits: int, width: int) -> int:

@@ -44,10 +44,12 @@ def _run_pipeline(init: Any) -> Any:
 
 
 class CompiledProgram:
-    def __init__(self, program: Program, port_up: Any, log: Any, clock: Any) -> None:
+    def __init__(self, program: Program, port_up: Any, log: Any, clock: Any,
+                 trace: Any = None) -> None:
         self.p = program
         self.port_up = port_up
         self.clock = clock  # the data plane's clock, integer nanoseconds
+        self.trace = trace  # p4sim.switch.trace.Tracer: build traced nodes (None: plain)
         ns: dict[str, Any] = {}
         self.ns = ns
         self.registers = {n: RegisterArray(n, int(r.get("size", 0)), int(r.get("bitwidth", 32)))
@@ -69,13 +71,17 @@ class CompiledProgram:
         for aid, act in program.actions.items():
             with _section(f"action '{act.get('name')}'"):
                 widths = tuple(int(p.get("bitwidth", 0)) for p in act.get("runtime_data") or [])
-                self.actions[aid] = ActionDef(aid, act["name"],
-                                              self.action_compiler.compile_action(act), widths)
+                fn = self.action_compiler.compile_action(act)
+                if trace is not None:
+                    fn = trace.wrap_action(act["name"], fn)
+                self.actions[aid] = ActionDef(aid, act["name"], fn, widths)
         if not program.parsers:
             raise ProgramError("parsers: the program has no parser")
         pc = ParserCompiler(self.gen, self.action_compiler, self.vsets)
         with _section(f"parser '{program.parsers[0].get('name')}'"):
             self.parser_start = pc.compile(program.parsers[0])
+        if trace is not None:
+            self.parser_start = trace.wrap_parser_states(self.ns, self.parser_start)
         if not program.deparsers:
             raise ProgramError("deparsers: the program has no deparser")
         with _section("deparser"):
@@ -118,7 +124,7 @@ class CompiledProgram:
             with _section(f"pipeline '{pname}' table '{t.get('name')}'"):
                 table = self._build_table(t, f"pipeline '{pname}' table '{t.get('name')}'")
             self.tables[table.name] = table
-            nodes[table.name] = _table_node(table)
+            nodes[table.name] = _table_node(table, self.trace)
             nt = t.get("next_tables") or {}
             if "__HIT__" in nt or "__MISS__" in nt:
                 table.hit_miss = True
@@ -137,6 +143,9 @@ class CompiledProgram:
             nodes[c["name"]] = self.gen.make_function(
                 "_cond", [f"return {br}.true_next if {src} else {br}.false_next"], where,
                 params="P, F, D=()")
+            if self.trace is not None:
+                nodes[c["name"]] = self.trace.wrap_node("condition", c["name"], nodes[c["name"]],
+                                                        holder)
             fixups.append((holder, "true_next", c.get("true_next")))
             fixups.append((holder, "false_next", c.get("false_next")))
         for ac in pipe.get("action_calls") or []:
@@ -282,8 +291,15 @@ def _action_node(adef: ActionDef, br: _Branch) -> Any:
     return node
 
 
-def _table_node(t: MatchTable) -> Any:
-    key_fn, lookup, profile = t.key_fn, t.lookup, t.profile
+def _table_node(t: MatchTable, trace: Any = None) -> Any:
+    if trace is not None:
+        t_lookup = trace.wrap_lookup(t, t.lookup_fn())
+        return trace.wrap_node("table", t.name, _table_node_for(t, t_lookup))
+    return _table_node_for(t, t.lookup_fn())
+
+
+def _table_node_for(t: MatchTable, lookup: Any) -> Any:
+    key_fn, profile = t.key_fn, t.profile
     clock = t.clock
 
     def miss(P: Any, F: list[int]) -> Any:

@@ -24,7 +24,9 @@ SOL_PACKET = 263
 PACKET_STATISTICS = 6
 PACKET_IGNORE_OUTGOING = 23
 RECV_BATCH = 64
-RECV_SIZE = 65536
+# BMv2 opens its ports with pcap's default snap length and drops what pcap had to truncate:
+# frames up to this size are processed whatever the MTU (jumbo or not), longer ones dropped.
+SNAPLEN = 262144
 LINK_POLL_S = 0.25
 
 
@@ -33,7 +35,7 @@ class PcapWriter:
 
     def __init__(self, path: str) -> None:
         self.f: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
-        self.f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        self.f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, 1))
 
     def write(self, frame: bytes) -> None:
         t = time.time()
@@ -65,6 +67,8 @@ class PortIO:
         self.pcap_in: dict[int, PcapWriter] = {}
         self.pcap_out: dict[int, PcapWriter] = {}
         self.tx_errors = 0
+        self._buf = bytearray(SNAPLEN)  # every frame is read into this, then copied out
+        self._view = memoryview(self._buf)
         self.loop_errors = 0
         self.resting: dict[int, float] = {}  # fd -> time its socket is polled again
         self.filtered: set[int] = set()  # ports whose socket drops outgoing copies in-kernel
@@ -169,11 +173,46 @@ class PortIO:
                 if self.dp.log is not None:
                     self.dp.log(f"port loop error: {type(e).__name__}: {e}")
 
+    def _read(self, fd: int, port: int, s: socket.socket, poller: Any,
+              now: float) -> list[bytes]:
+        """Up to RECV_BATCH frames waiting on port ``port``'s socket."""
+        filtered = port in self.filtered
+        recv, recvfrom = s.recv_into, s.recvfrom_into
+        buf, view, pcap = self._buf, self._view, self.pcap_in.get(port)
+        batch: list[bytes] = []
+        truncated = 0
+        for _ in range(RECV_BATCH):
+            try:
+                # MSG_TRUNC: the frame's real length even when it did not fit the buffer.
+                if filtered:
+                    n = recv(buf, 0, socket.MSG_TRUNC)
+                else:
+                    n, addr = recvfrom(buf, 0, socket.MSG_TRUNC)
+                    if addr[2] == PACKET_OUTGOING:
+                        continue
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                # E.g. the interface went away: rest this socket a while rather than spin on
+                # its error, and keep serving the others.
+                poller.unregister(fd)
+                self.resting[fd] = now + LINK_POLL_S
+                break
+            if n > SNAPLEN:
+                truncated += 1  # as pcap's caplen != len: BMv2 drops it
+                continue
+            frame = view[:n].tobytes()
+            if pcap is not None:
+                pcap.write(frame)
+            batch.append(frame)
+        if truncated:
+            self.dp.add_rx_dropped(port, truncated)
+        return batch
+
     def _iteration(self, poller: Any, timers: list[float]) -> None:
         """Wait for frames (or the next paced departure), process them, service the queues."""
         dp = self.dp
         receive_batch = dp.receive_batch
-        pcap_in = self.pcap_in
         now = time.monotonic()
         for fd, until in list(self.resting.items()):
             if now >= until:
@@ -188,28 +227,7 @@ class PortIO:
                     os.read(fd, 4096)
                 continue
             port, s = self.by_fd[fd]
-            filtered = port in self.filtered
-            recv, recvfrom = s.recv, s.recvfrom
-            batch: list[bytes] = []
-            for _ in range(RECV_BATCH):
-                try:
-                    if filtered:
-                        frame = recv(RECV_SIZE)
-                    else:
-                        frame, addr = recvfrom(RECV_SIZE)
-                        if addr[2] == PACKET_OUTGOING:
-                            continue
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
-                    # E.g. the interface went away: rest this socket a while rather than spin
-                    # on its error, and keep serving the others.
-                    poller.unregister(fd)
-                    self.resting[fd] = now + LINK_POLL_S
-                    break
-                if pcap_in:
-                    pcap_in[port].write(frame)
-                batch.append(frame)
+            batch = self._read(fd, port, s, poller, now)
             if batch:
                 receive_batch(port, batch)
         now = time.monotonic()

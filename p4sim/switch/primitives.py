@@ -135,6 +135,12 @@ class ActionCompiler:
             return [f"{self._header(ps[0], where).valid_src()} = 0"]
         if op in ("push", "pop"):
             return self._stack_shift(op, ps[0], g.expr(ps[1], where), where)
+        return self._packet_or_extern(op, ps, where)
+
+    def _packet_or_extern(self, op: str, ps: list, where: str) -> list[str]:
+        """Primitives on the packet's fate (drop, exit, clone, resubmit, recirculate, digest,
+        truncate) and on externs (hashes, random, registers, counters, meters, asserts)."""
+        g = self.gen
         if op in ("mark_to_drop", "drop"):
             return [f"F[{self.egress_spec}] = {DROP_PORT}", f"F[{self.mcast_grp}] = 0"]
         if op == "exit":

@@ -118,17 +118,29 @@ class MatchTable:
 
     # -- lookup (hot path) -------------------------------------------------------------------
 
+    def lookup_fn(self) -> Any:
+        """``lookup`` specialised for this table's mode (fixed at construction): the exact
+        index's own ``dict.get``, or a function that skips the mode tests."""
+        if self.mode == "exact":
+            return self.exact.get  # the dict is cleared in place, never replaced
+        if self.mode == "lpm" and len(self.keys) == 1:
+            return self._lpm_one_field
+        return self.lookup
+
+    def _lpm_one_field(self, key: tuple) -> Entry | None:
+        k = key[0]
+        for mask, d in self.lpm_probe:  # single-field tables index by the bare value
+            entry = d.get(k & mask)
+            if entry is not None:
+                return entry
+        return None
+
     def lookup(self, key: tuple) -> Entry | None:
         if self.mode == "exact":
             return self.exact.get(key)
         if self.mode == "lpm":
             if len(key) == 1:
-                k = key[0]
-                for mask, d in self.lpm_probe:  # single-field tables index by the bare value
-                    entry = d.get(k & mask)
-                    if entry is not None:
-                        return entry
-                return None
+                return self._lpm_one_field(key)
             li = self.lpm_index
             head, value, tail = key[:li], key[li], key[li + 1:]
             for mask, d in self.lpm_probe:

@@ -9,7 +9,10 @@ number served first) and round robin between ports. Two ways to limit a port, us
 - **bit-rate mode** (``set_link``, for the simulator): the port's serializer sends at ``bps``
   bits per second, shared by all its priority queues (a frame of n bytes keeps it busy
   n * 8 / bps), and the port buffers at most ``buffer_bytes`` bytes over all its queues (tail
-  drop).
+  drop);
+- a **port line rate** in packets per second (``set_port_rate``, beyond simple_switch, whose
+  per-queue rates let a port with two queues send twice its rate): all the port's queues
+  together never send more.
 
 The TM never reads a clock: every call that needs the time takes ``now`` in integer
 nanoseconds of the data plane's clock. Paced times are kept as exact integers scaled by the
@@ -28,19 +31,53 @@ NS = 1_000_000_000
 
 
 class Link:
-    """A port's serializer and byte buffer (bit-rate mode)."""
+    """What a port shares between its priority queues: a serializer at ``bps`` bits per second
+    and a byte buffer (bit-rate mode), and/or a line rate of ``pps`` packets per second."""
 
-    __slots__ = ("bps", "buffer_bytes", "free_num", "queued_bytes")
+    __slots__ = ("bps", "buffer_bytes", "free_num", "line_num", "pps", "queued_bytes")
 
-    def __init__(self, bps: int, buffer_bytes: int) -> None:
-        self.bps = bps
+    def __init__(self, bps: int = 0, buffer_bytes: int = 0, pps: int = 0) -> None:
+        self.bps = bps  # 0 = no serializer limit
         self.buffer_bytes = buffer_bytes  # 0 = unlimited
+        self.pps = pps  # 0 = no line rate
         self.free_num = 0  # the serializer is free from free_num / bps ns on
+        self.line_num = 0  # the line takes its next packet from line_num / pps ns on
         self.queued_bytes = 0
+
+    def busy(self, now: int) -> bool:
+        return bool((self.bps and self.free_num > now * self.bps)
+                    or (self.pps and self.line_num > now * self.pps))
+
+    def start(self, now: int) -> None:
+        """An idle link starts at ``now`` (idle time earns no credit)."""
+        if self.bps and self.free_num < now * self.bps:
+            self.free_num = now * self.bps
+        if self.pps and self.line_num < now * self.pps:
+            self.line_num = now * self.pps
+
+    def send(self, nbytes: int) -> None:
+        """A packet of ``nbytes`` leaves: the serializer and the line are busy with it."""
+        if self.bps:
+            self.free_num += nbytes * 8 * NS
+        if self.pps:
+            self.line_num += NS
+
+    def ready_at(self) -> int:
+        t = -(-self.free_num // self.bps) if self.bps else 0
+        return max(t, -(-self.line_num // self.pps)) if self.pps else t
+
+    def rescale(self, bps: int, pps: int) -> None:
+        """New rates: the same instants in the new scales."""
+        self.free_num = self.free_num * bps // self.bps if self.bps and bps else 0
+        self.line_num = self.line_num * pps // self.pps if self.pps and pps else 0
+        self.bps, self.pps = bps, pps
+
+    def unused(self) -> bool:
+        return not (self.bps or self.pps or self.buffer_bytes)
 
 
 class Queue:
-    __slots__ = ("depth", "items", "link", "next_num", "pps")
+    __slots__ = ("bypass", "depth", "items", "link", "next_num", "pps")
 
     def __init__(self, depth: int, pps: int, link: Link | None) -> None:
         self.items: deque[Any] = deque()
@@ -48,6 +85,13 @@ class Queue:
         self.pps = pps  # 0 = unlimited
         self.next_num = 0  # next departure allowed from next_num / pps ns on
         self.link = link
+        self.bypass = False
+        self.update()
+
+    def update(self) -> None:
+        """After a setting changed: ``bypass`` caches what ``may_pass`` answers for this queue
+        whenever it is empty (True: nothing limits it), so the hot path skips the call."""
+        self.bypass = not self.pps and self.depth > 0 and self.link is None
 
 
 class TrafficManager:
@@ -110,6 +154,7 @@ class TrafficManager:
             else:
                 q.next_num = 0
             q.pps = pps
+            q.update()
 
     def set_depth(self, packets: int, port: int | None = None) -> None:
         """simple_switch_CLI set_queue_depth: packets per queue."""
@@ -122,43 +167,53 @@ class TrafficManager:
             targets = [q for (p, _), q in self.queues.items() if p == port]
         for q in targets:
             q.depth = packets
+            q.update()
 
     def set_link(self, bps: int, buffer_bytes: int = 0, port: int | None = None) -> None:
         """Bit-rate mode for ``port`` (or every port, present and future): a serializer of
         ``bps`` bits per second shared by the port's queues and a buffer of ``buffer_bytes``
         (0 = unlimited). ``bps`` 0 returns the port(s) to packet mode."""
-        ports = sorted({p for p, _ in self.queues}) if port is None else [port]
         if port is None:
             self.default_link = (bps, buffer_bytes) if bps > 0 else None
+            ports = sorted({p for p, _ in self.queues} | set(self.links))
+        else:
+            ports = [port]
         for p in ports:
-            if bps <= 0:
-                self.links.pop(p, None)
-                link = None
-            else:
-                link = self.links.get(p)
-                if link is None:
-                    link = self.links[p] = Link(bps, buffer_bytes)
-                else:
-                    link.free_num = link.free_num * bps // link.bps
-                    link.bps, link.buffer_bytes = bps, buffer_bytes
-            for (qp, _), q in self.queues.items():
-                if qp == p:
-                    q.link = link
-        if bps <= 0 and port is None:
-            self.links.clear()
+            link = self.links.get(p) or Link()
+            link.rescale(max(bps, 0), link.pps)
+            link.buffer_bytes = buffer_bytes if bps > 0 else 0
+            self._attach(p, link)
+
+    def set_port_rate(self, pps: int, port: int) -> None:
+        """The port's line rate in packets per second, shared by all its priority queues
+        (0 = none)."""
+        link = self.links.get(port) or Link()
+        link.rescale(link.bps, max(pps, 0))
+        self._attach(port, link)
+
+    def _attach(self, port: int, link: Link) -> None:
+        if link.unused():
+            self.links.pop(port, None)
+            attached = None
+        else:
+            attached = self.links[port] = link
+        for (qp, _), q in self.queues.items():
+            if qp == port:
+                q.link = attached
+                q.update()
 
     # -- data path ---------------------------------------------------------------------------
 
     def may_pass(self, port: int, prio: int, now: int) -> bool:
         """True when a packet for (port, prio) would leave at once: an empty queue without a
         packet-rate limit on an idle port. The caller then sends it straight through egress
-        (``start_link`` claims the serializer) instead of a queue round trip."""
+        (``start_link`` claims the serializer) instead of a queue round trip. (An empty queue
+        with ``bypass`` set always may.)"""
         q = self.queues.get((port, prio)) or self.queue(port, prio)
         if q.items or q.pps or q.depth <= 0:
             return False
         link = q.link
-        return link is None or (not self.port_backlog.get(port)
-                                and link.free_num <= now * link.bps)
+        return link is None or (not self.port_backlog.get(port) and not link.busy(now))
 
     def enqueue(self, port: int, prio: int, item: Any, now: int) -> int:
         """Queue ``item``; returns the depth it found (enq_qdepth) or -1 when tail-dropped."""
@@ -178,8 +233,8 @@ class TrafficManager:
         waiting = self.port_backlog.get(port, 0)
         if link is not None:
             link.queued_bytes += item.length
-            if not waiting and link.free_num < now * link.bps:
-                link.free_num = now * link.bps  # an idle serializer starts with this packet
+            if not waiting:
+                link.start(now)  # an idle serializer / line starts with this packet
         q.items.append(item)
         self.backlog += 1
         if not waiting:
@@ -202,7 +257,7 @@ class TrafficManager:
                 if q is None or not q.items:
                     continue
                 link = q.link
-                if link is not None and link.free_num > now * link.bps:
+                if link is not None and link.busy(now):
                     break  # the port is still sending: nothing of it leaves yet
                 if q.pps:
                     if q.next_num > now * q.pps:
@@ -211,7 +266,7 @@ class TrafficManager:
                 item = q.items.popleft()
                 if link is not None:
                     link.queued_bytes -= item.length
-                    link.free_num += item.length * 8 * NS
+                    link.send(item.length)
                 self.backlog -= 1
                 self.busy_tx[port] = self.busy_tx.get(port, 0) + 1
                 waiting = self.port_backlog[port] - 1
@@ -228,19 +283,21 @@ class TrafficManager:
         serializer is busy with it from ``now``."""
         link = self.links.get(port)
         if link is not None:
-            link.free_num = now * link.bps + nbytes * 8 * NS
+            link.start(now)
+            link.send(nbytes)
 
     def settle(self, port: int, charged: int, sent: int) -> None:
         """Egress turned a packet charged at ``charged`` bytes into ``sent`` bytes on the wire
         (0: dropped, recirculated): the serializer is busy for what really left."""
         link = self.links.get(port)
-        if link is not None and charged != sent:
+        if link is not None and link.bps and charged != sent:
             link.free_num += (sent - charged) * 8 * NS
 
     def next_deadline(self) -> int | None:
         """Earliest time (ns) a waiting packet may leave; None if nothing waits. Per port that
         is its highest-priority non-empty queue's time: ``dequeue`` serves nothing below it
-        first (strict priority), so a lower queue's earlier time is not a deadline."""
+        first (strict priority), so a lower queue's earlier time is no deadline (a virtual
+        clock driver would poll forever at that instant)."""
         if not self.backlog:
             return None
         best = None
@@ -253,7 +310,7 @@ class TrafficManager:
                 t = -(-q.next_num // q.pps) if q.pps else 0
                 link = q.link
                 if link is not None:
-                    t = max(t, -(-link.free_num // link.bps))
+                    t = max(t, link.ready_at())
                 best = t if best is None or t < best else best
                 break
         return best

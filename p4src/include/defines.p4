@@ -63,6 +63,8 @@ const bit<2> MODE_ECMP        = 0;
 const bit<2> MODE_SPRAY       = 1;
 const bit<2> MODE_ROUND_ROBIN = 2;
 const bit<2> MODE_ADAPTIVE    = 3;
+/* Salt of a group without a group_mode entry: 0x10000 makes the salted key equal the hash. */
+const bit<32> HASH_SALT_IDENTITY = 0x10000;
 
 /* v1model instance_type values (simple_switch). */
 const bit<32> INSTANCE_NORMAL        = 0;

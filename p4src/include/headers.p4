@@ -211,6 +211,7 @@ struct metadata_t {
     bit<1>  routed;
     bit<16> group_id;
     bit<2>  group_mode;
+    bit<32> hash_salt;         /* per-switch multiplier that decorrelates tiers (group_mode) */
     bit<16> flow_hash;
     bit<16> select_key;
     bit<4>  adaptive_bucket;

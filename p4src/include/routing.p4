@@ -156,13 +156,19 @@ control Forwarding(inout headers_t hdr,
  * watch_port so a down port leaves the group at once). The selector hashes one 16-bit key with
  * the identity algorithm, i.e. the member is select_key mod (live members), and the key is
  * chosen per packet by the group's mode:
- *   ecmp         crc32 of the 5-tuple (every packet), low 16 bits
- *   spray        crc32 of the 5-tuple and the BTH PSN, low 16 bits (cells of the configured length)
+ *   ecmp         salted crc32 of the 5-tuple (every packet)
+ *   spray        salted crc32 of the 5-tuple and the BTH PSN (cells of the configured length)
  *   round-robin  a per-group register counter, +1 per cell (cells of the configured length)
  *   adaptive     cells: the less occupied (port_qdepth) of two candidate ports that
- *                adaptive_candidates gives for (group, 4-bit bucket of the spray hash);
- *                without candidates, as spray.
- * Traffic other than cells of the configured length always uses the 5-tuple key. */
+ *                adaptive_candidates gives for (group, 4-bit bucket of the salted spray key),
+ *                the first candidate on a tie; without candidates, as spray.
+ * Traffic other than cells of the configured length always uses the 5-tuple key.
+ * Salting: h = low 16 bits of the crc32, key = bits 31..16 of (h * salt) mod 2^32, with the
+ * salt from the group's group_mode entry (the control plane gives every switch its own odd
+ * salt >= 2^16). Putting a salt into the CRC's input would not do: a CRC is affine over GF(2),
+ * so bit 0 of crc(salt, x) is bit 0 of crc(0, x) flipped or not, and two tiers choosing among
+ * two members would still make the same (or the opposite) choice for every packet. The
+ * multiplication's carries make each switch's key a different function of h. */
 control SprayGroups(inout headers_t hdr,
                     inout metadata_t meta,
                     inout standard_metadata_t standard_metadata) {
@@ -171,14 +177,15 @@ control SprayGroups(inout headers_t hdr,
     direct_counter(CounterType.packets_and_bytes) group_select_counter;
     action_selector(HashAlgorithm.identity, 32w4096, 32w16) group_selector;
 
-    action set_group_mode(bit<2> mode) {
+    action set_group_mode(bit<2> mode, bit<32> salt) {
         meta.group_mode = mode;
+        meta.hash_salt = salt;
     }
 
     table group_mode {
         key = { meta.group_id : exact; }
         actions = { set_group_mode; }
-        default_action = set_group_mode(MODE_ECMP);
+        default_action = set_group_mode(MODE_ECMP, HASH_SALT_IDENTITY);
         size = GROUP_SLOTS;
     }
 
@@ -219,6 +226,10 @@ control SprayGroups(inout headers_t hdr,
             meta.group_id   : exact;
             meta.select_key : selector;
         }
+        /* p4c-bm2-ss warns that BMv2 cannot hold a default action for a table with an action
+         * profile and leaves it out of the JSON (it does the same for the NoAction it adds
+         * when none is written). Harmless here: a miss runs no action on either target and
+         * is caught by .hit in apply, so no behaviour depends on the default action. */
         actions = { set_egress_port; @defaultonly NoAction; }
         const default_action = NoAction();
         implementation = group_selector;
@@ -232,7 +243,7 @@ control SprayGroups(inout headers_t hdr,
              { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
                meta.l4_src_port, meta.l4_dst_port },
              32w65536);
-        meta.select_key = meta.flow_hash;
+        meta.select_key = (bit<16>)((((bit<32>)meta.flow_hash) * meta.hash_salt) >> 16);
 
         if (meta.roce_data == 1) {
             cell_length.apply();
@@ -250,10 +261,12 @@ control SprayGroups(inout headers_t hdr,
                 meta.select_key = turn;
                 rr_counter.write((bit<32>)meta.group_id, turn + 1);
             } else {
-                hash(meta.select_key, HashAlgorithm.crc32, 16w0,
+                bit<16> cell_hash;
+                hash(cell_hash, HashAlgorithm.crc32, 16w0,
                      { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
                        meta.l4_src_port, meta.l4_dst_port, hdr.bth.psn },
                      32w65536);
+                meta.select_key = (bit<16>)((((bit<32>)cell_hash) * meta.hash_salt) >> 16);
                 if (meta.group_mode == MODE_ADAPTIVE) {
                     meta.adaptive_bucket = meta.select_key[3:0];
                     adaptive_candidates.apply();

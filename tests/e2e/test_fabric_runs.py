@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
 
+from controlplane.fabric_plan import hash_salt
 from controlplane.topology import Topology, load_topology
 from netlab.hosts import existing_links
 from topologies.report import RunMetrics
@@ -54,27 +55,28 @@ def test_spray_permutation_delivers_every_message_complete_and_in_order(tmp_path
     m = _run(topo, wl, tmp_path)
     assert m.summary["messages_completed"] == m.summary["messages_total"] == 8
     # Every cell went over the spine layer, and both spines carried a share of it.
-    up = {k: v for k, v in m.summary["link_utilization"].items()
+    up = {k: v["cells"] for k, v in m.summary["link_accounting"]["directions"].items()
           if k.startswith("l1->s") or k.startswith("l2->s")}
-    assert all(v > 0 for v in up.values()), up
+    assert len(up) == 4 and all(v > 0 for v in up.values()), up
     assert m.summary["cells_dropped"] == 0
 
 
-def _flow_hash(src: str, dst: str, sport: int, dport: int = 4791) -> int:
-    """fabric.p4's 5-tuple hash: crc32 over src, dst, protocol, ports; low 16 bits."""
+def _flow_key(switch: str, src: str, dst: str, sport: int, dport: int = 4791) -> int:
+    """fabric.p4's salted 5-tuple key at ``switch`` (p4src/README.md): crc32 over src, dst,
+    protocol, ports, low 16 bits, times the switch's salt, bits 31..16."""
     data = (ipaddress.IPv4Address(src).packed + ipaddress.IPv4Address(dst).packed
             + struct.pack("!BHH", 17, sport, dport))
-    return zlib.crc32(data) & 0xFFFF
+    return (((zlib.crc32(data) & 0xFFFF) * hash_salt(switch)) & 0xFFFFFFFF) >> 16
 
 
 def test_ecmp_is_slower_than_spray_when_flows_collide(tmp_path: Path):
     topo = _topo("leaf-spine", cc="none")
     ip = {h: topo.hosts[h].ip for h in topo.hosts}
     sport_a = 50000
-    want = _flow_hash(ip["h1"], ip["h3"], sport_a) % 2
+    want = _flow_key("l1", ip["h1"], ip["h3"], sport_a) % 2
     # A second flow whose hash picks the same of l1's two uplinks under ECMP.
     sport_b = next(p for p in range(50001, 51000)
-                   if _flow_hash(ip["h2"], ip["h4"], p) % 2 == want)
+                   if _flow_key("l1", ip["h2"], ip["h4"], p) % 2 == want)
     wl = Workload("collide", (Step((Transfer("h1", "h3", 64 * 1024, 2, sport_a),
                                     Transfer("h2", "h4", 64 * 1024, 2, sport_b))),))
     ecmp = _run(replace(topo, fabric=replace(topo.fabric, spray="ecmp")), wl, tmp_path)
@@ -84,9 +86,9 @@ def test_ecmp_is_slower_than_spray_when_flows_collide(tmp_path: Path):
     # Colliding flows share one uplink under ECMP: at best half the rate each.
     assert ecmp.summary["fct_p50_s"] > 1.5 * spray.summary["fct_p50_s"], (
         ecmp.summary, spray.summary)
-    util = ecmp.summary["link_utilization"]
-    busy, idle = sorted((util["l1->s1"], util["l1->s2"]), reverse=True)
-    assert idle < 0.2 * busy, util  # the data all took one uplink; the other saw only strays
+    cells = {k: v["cells"] for k, v in ecmp.summary["link_accounting"]["directions"].items()}
+    busy, idle = sorted((cells["l1->s1"], cells["l1->s2"]), reverse=True)
+    assert idle < 0.2 * busy, cells  # the data all took one uplink; the other saw only strays
 
 
 @pytest.mark.parametrize("cc", ["hpcc", "credit"])

@@ -71,6 +71,8 @@ CELL_OK, CELL_BAD_LENGTH = 0, 1
 INT_SOURCE_INSERT, INT_TRANSIT_PUSH, INT_HOP_EXCEEDED, INT_SKIPPED = 0, 1, 2, 3
 INT_SINK_STRIP, INT_REPORT, INT_UNPARSED = 4, 5, 6
 MODES = {"ecmp": 0, "spray": 1, "round-robin": 2, "adaptive": 3}
+# p4src/README.md: selector key = bits 31..16 of (16-bit hash * salt); 0x10000 keeps the hash.
+SALT_IDENTITY = 0x10000
 ROCE_PORT = 4791
 CELL_PAYLOAD = 1024
 INT_DSCP = 0x17
@@ -142,7 +144,7 @@ class FabricTest(P4RuntimeTest):
                            src_mac=port_mac(p), dst_mac=neighbour_mac(p))
 
     def add_group(self, group_id: int, ports: list[int], mode: str = "ecmp",
-                  watch: bool = True) -> None:
+                  watch: bool = True, salt: int = SALT_IDENTITY) -> None:
         members = []
         for i, p in enumerate(ports):
             member_id = group_id * 100 + i + 1
@@ -155,7 +157,7 @@ class FabricTest(P4RuntimeTest):
         self.sw.insert(TableEntry(T_GROUP_SELECT, match={"meta.group_id": group_id},
                                   group=group_id))
         self.table_add(T_GROUP_MODE, {"meta.group_id": group_id},
-                       f"{ING}.spray.set_group_mode", mode=MODES[mode])
+                       f"{ING}.spray.set_group_mode", mode=MODES[mode], salt=salt)
 
     def add_route(self, prefix: str, group_id: int) -> None:
         self.table_add(T_LPM, {"hdr.ipv4.dst_addr": prefix},

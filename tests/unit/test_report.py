@@ -8,8 +8,9 @@ from pathlib import Path
 
 from topologies.report import (
     RunMetrics,
-    busiest_link_utilization,
     format_summary,
+    goodput_fraction,
+    link_accounting,
     percentile,
     summarize,
     write_report,
@@ -47,24 +48,63 @@ def test_summary_figures() -> None:
     assert s["max_reorder_depth"] == 6
 
 
-def test_utilization_is_mean_busy_rate_over_capacity() -> None:
-    util = busiest_link_utilization(_metrics())
-    assert util["l1->s1"] == (950 + 970) / 2 / 1000
-    assert util["s1->l1"] == 10 / 1000
+def _records() -> list[dict]:
+    # a leaf-spine's two uplinks of l1 (tier leaf-spine, up) and one host link (down)
+    return [
+        {"link": "l1-s1", "tier": "leaf-spine", "capacity_pps": 100,
+         "directions": {"l1->s1": {"queue": "l1:1", "up": True, "cells": 300, "other": 50},
+                        "s1->l1": {"queue": "s1:1", "up": False, "cells": 0, "other": 75}}},
+        {"link": "l1-s2", "tier": "leaf-spine", "capacity_pps": 100,
+         "directions": {"l1->s2": {"queue": "l1:2", "up": True, "cells": 100, "other": 0},
+                        "s2->l1": {"queue": "s2:1", "up": False, "cells": 0, "other": 0}}},
+        {"link": "l1-h1", "tier": "host-leaf", "capacity_pps": 100,
+         "directions": {"l1->h1": {"queue": "l1:3", "up": False, "cells": 10, "other": 2}}},
+    ]
+
+
+def test_link_accounting_counts_both_queues_against_one_rate() -> None:
+    acct = link_accounting(_records(), window_s=5.0)
+    d = acct["directions"]["l1->s1"]
+    assert (d["cells"], d["other"], d["capacity_packets"]) == (300, 50, 500)
+    assert d["offered"] == 350 / 500
+    assert acct["directions"]["s1->l1"]["offered"] == 75 / 500
+    assert acct["max_offered"] == 350 / 500
+
+
+def test_per_tier_balance_is_min_and_max_over_mean_cells() -> None:
+    tiers = link_accounting(_records(), window_s=5.0)["tiers"]
+    up = tiers["leaf-spine up"]
+    assert up["links"] == 2 and up["mean_cells"] == 200
+    assert (up["min_over_mean"], up["max_over_mean"]) == (0.5, 1.5)
+    assert tiers["leaf-spine down"]["min_over_mean"] is None  # no cells: no balance to speak of
+    assert tiers["host-leaf down"]["links"] == 1
+
+
+def test_goodput_fraction_is_ideal_over_actual_flow_time() -> None:
+    m = RunMetrics()
+    m.messages = [{"src": "h1", "dst": "h3", "fct_s": 2.0, "ideal_s": 1.0},
+                  {"src": "h1", "dst": "h3", "fct_s": 3.0, "ideal_s": 1.0}]
+    m.flows = {"h1->h3": {"flow_time_s": 2.5}}
+    assert goodput_fraction(m) == 2.0 / 2.5
+    m.messages[0]["fct_s"] = None
+    assert goodput_fraction(m) == 0.0
 
 
 def test_report_writes_json_and_every_plot(tmp_path: Path) -> None:
     m = _metrics()
+    m.link_load = {"window_s": 5.0, "links": _records()}
     path = write_report(m, tmp_path)
     data = json.loads(path.read_text())
     assert data["summary"]["messages_completed"] == 4
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
-    assert pngs == ["completion_times.png", "flow_rates.png", "link_utilization.png",
+    assert pngs == ["completion_times.png", "flow_rates.png", "link_load.png",
                     "queue_depth.png", "reorder_depth.png"]
+    assert data["summary"]["link_accounting"]["tiers"]["leaf-spine up"]["links"] == 2
     for p in tmp_path.glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = format_summary(m)
     assert "4/5" in text and "run valid" in text
+    assert "l1->s1 70.0% of its rate (300 cells + 50 other)" in text
 
 
 def test_invalid_run_is_loud() -> None:

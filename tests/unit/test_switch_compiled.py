@@ -107,7 +107,7 @@ def load(tmp_path: Path, src: str, name: str) -> tuple[DataPlane, list[tuple[int
     dp = DataPlane(cpu_port=64)
     dp.load_pipeline(json_path.read_bytes())
     out: list[tuple[int, bytes]] = []
-    dp.tx = lambda port, frame: out.append((port, frame))
+    dp.set_transmit_fn(lambda port, frame: out.append((port, frame)))
     return dp, out
 
 

@@ -75,7 +75,7 @@ def test_assignment_truncates_to_field_width_and_sign() -> None:
     dp = DataPlane()
     dp.load_pipeline(p.json())
     out: list[dict[str, int]] = []
-    dp.tx = lambda port, frame: out.append(p.fields(frame))
+    dp.set_transmit_fn(lambda port, frame: out.append(p.fields(frame)))
     dp.receive(0, p.frame(200, 100, 100, 0))
     assert out[0]["r1"] == (200 + 100) % 256
     assert out[0]["r2"] == (200 - 100) % 65536

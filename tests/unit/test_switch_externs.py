@@ -83,7 +83,7 @@ def test_counters_registers_meters_through_the_pipeline() -> None:
     dp = DataPlane()
     dp.load_pipeline(p.json())
     out: list[dict[str, int]] = []
-    dp.tx = lambda port, frame: out.append(p.fields(frame))
+    dp.set_transmit_fn(lambda port, frame: out.append(p.fields(frame)))
     dp.table_insert("t", TableEntry((Exact(1),), ActionCall("work", (5,))))
     frame = p.frame(1, 2)
     for _ in range(3):
@@ -131,7 +131,7 @@ def test_selector_hashes_the_selector_input_and_skips_down_watch_ports() -> None
     dp = DataPlane()
     dp.load_pipeline(data)
     out: list[int] = []
-    dp.tx = lambda port, frame: out.append(port)
+    dp.set_transmit_fn(lambda port, frame: out.append(port))
     for mid, port in ((1, 1), (2, 2), (3, 3)):
         dp.member_add("sel", mid, ActionCall("fwd", (port,)))
     dp.group_add("sel", 7, [GroupMember(m, watch_port=m) for m in (1, 2, 3)])
@@ -194,7 +194,7 @@ def test_hash_primitive_modify_field_with_hash_based_offset() -> None:
     dp = DataPlane()
     dp.load_pipeline(p.json())
     out: list[dict[str, int]] = []
-    dp.tx = lambda port, frame: out.append(p.fields(frame))
+    dp.set_transmit_fn(lambda port, frame: out.append(p.fields(frame)))
     dp.receive(0, p.frame(0xBEEF, 0x42))
     assert out[0]["out"] == 10 + externs.crc32(bytes.fromhex("beef42")) % 1000
 
@@ -216,7 +216,7 @@ def test_direct_meter_colors_hits_only() -> None:
     dp = DataPlane()
     dp.load_pipeline(p.json())
     out: list[dict[str, int]] = []
-    dp.tx = lambda port, frame: out.append(p.fields(frame))
+    dp.set_transmit_fn(lambda port, frame: out.append(p.fields(frame)))
     dp.table_insert("t", TableEntry((Exact(1),), ActionCall("fwd"),
                                     meter=MeterConfig(cir=1, cburst=1, pir=1, pburst=2)))
     dp.table_insert("t", TableEntry((Exact(2),), ActionCall("fwd")))  # unconfigured: green
@@ -243,7 +243,7 @@ def test_checksum_with_payload_covers_later_headers_and_payload() -> None:
     dp = DataPlane()
     dp.load_pipeline(p.json())
     out: list[bytes] = []
-    dp.tx = lambda port, frame: out.append(frame)
+    dp.set_transmit_fn(lambda port, frame: out.append(frame))
     dp.receive(0, p.frame(0x1111, 0x2222, 0) + b"\x05\x06\x07")
     frame = out[0]
     probe_emitted = frame[14:18] + b"\x00\x00"  # 'out' reads 0 while the sum is computed

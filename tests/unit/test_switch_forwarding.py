@@ -22,7 +22,7 @@ def dp() -> DataPlane:
     d = DataPlane()
     d.load_pipeline((FIXTURES / "basic.json").read_bytes())
     d.out = []  # type: ignore[attr-defined]
-    d.tx = lambda port, frame: d.out.append((port, frame))  # type: ignore[attr-defined]
+    d.set_transmit_fn(lambda port, frame: d.out.append((port, frame)))  # type: ignore[attr-defined]
     return d
 
 
@@ -83,15 +83,17 @@ def test_truncated_ipv4_sets_parser_error_and_continues(dp: DataPlane) -> None:
     assert dp.out == [(0, frame)]
 
 
-def test_malformed_and_oversized_frames_are_counted_and_dropped(dp: DataPlane) -> None:
+def test_runts_are_counted_and_dropped_and_frames_beyond_jumbo_processed(dp: DataPlane) -> None:
     route(dp, 0x0A000000, 8, 0x0200000000AA, 1)
     dp.receive(0, b"\x00" * 5)
-    dp.receive(0, ipv4("10.0.0.1") + b"\x00" * 10000)
+    big = ipv4("10.0.0.1") + b"\x00" * 10000  # beyond 9234 bytes: BMv2 processes it
+    dp.receive(0, big)
     dp.receive(0, ipv4("10.0.0.1"))
     st = dp.stats().ports[0]
     assert st.rx_packets == 3
-    assert st.rx_dropped_malformed == 2
-    assert [p for p, _ in dp.out] == [1]
+    assert st.rx_dropped_malformed == 1
+    assert [p for p, _ in dp.out] == [1, 1]
+    assert len(dp.out[0][1]) == len(big) and dp.out[0][1][34:] == big[34:]
 
 
 def test_api_errors_change_nothing(dp: DataPlane) -> None:
@@ -131,7 +133,7 @@ def test_const_entries_from_json_and_immutability() -> None:
     d = DataPlane()
     d.load_pipeline((FIXTURES / "basic_const.json").read_bytes())
     out: list[tuple[int, bytes]] = []
-    d.tx = lambda port, frame: out.append((port, frame))
+    d.set_transmit_fn(lambda port, frame: out.append((port, frame)))
     d.receive(0, ipv4("10.0.1.7"))
     d.receive(0, ipv4("10.0.2.7"))
     assert [p for p, _ in out] == [1, 2]

@@ -137,7 +137,7 @@ def test_hit_miss_next_tables() -> None:
 
     dp.load_pipeline(json.dumps(doc).encode())
     out: list[dict[str, int]] = []
-    dp.tx = lambda port, frame: out.append(p.fields(frame))
+    dp.set_transmit_fn(lambda port, frame: out.append(p.fields(frame)))
     dp.table_insert("t1", entry((Exact(3),), 7))
     dp.receive(0, p.frame(3))
     dp.receive(0, p.frame(4))
@@ -162,7 +162,7 @@ def test_action_specific_next_table() -> None:
     dp = DataPlane()
     dp.load_pipeline(json.dumps(doc).encode())
     out: list[dict[str, int]] = []
-    dp.tx = lambda port, frame: out.append(p.fields(frame))
+    dp.set_transmit_fn(lambda port, frame: out.append(p.fields(frame)))
     dp.table_insert("t1", TableEntry((Exact(9),), ActionCall("go_b")))
     dp.receive(0, p.frame(1))
     dp.receive(0, p.frame(9))

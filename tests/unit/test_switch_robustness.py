@@ -23,7 +23,7 @@ def dataplane() -> tuple[DataPlane, list[int]]:
     dp.table_insert("MyIngress.ipv4_lpm", TableEntry((Lpm(0, 0),), ActionCall(
         "MyIngress.ipv4_forward", (0x020000000001, 1))))
     out: list[int] = []
-    dp.tx = lambda port, frame: out.append(len(frame))
+    dp.set_transmit_fn(lambda port, frame: out.append(len(frame)))
     return dp, out
 
 

@@ -165,3 +165,33 @@ def test_returning_to_packet_mode_and_the_deadline_is_exact() -> None:
     assert sim.dp.poll() == 267  # 800 bits / 3 Gb/s, rounded up to the next nanosecond
     sim.dp.set_link_rate(0, 0, 1)
     assert sim.dp.poll() is None and len(sim.sent) == 2
+
+
+def test_port_line_rate_is_shared_by_the_priority_queues() -> None:
+    p = prog()
+    sim = Sim(p, priorities=2)
+    sim.dp.set_queue_rate(1000, 1)  # each queue alone may send 1000/s (simple_switch's rate)
+    sim.dp.set_queue_depth(100, 1)
+    sim.dp.tm.set_port_rate(1000, 1)  # ... but the port carries 1000/s in all
+    sim.run([(k, frame(p, k, 64, k2=k % 2)) for k in range(20)])  # 10 each, within 20 ns
+    # Packet 0 (low) found the port idle; then the ten high ones, then the other nine low,
+    # one every millisecond: together at the line's rate, never each queue at its own.
+    assert [o["k1"] for _, o, _ in sim.sent] == [0, *range(1, 20, 2), *range(2, 20, 2)]
+    assert [t for t, _, _ in sim.sent] == [j * 1000 * US for j in range(20)]
+
+
+def test_deadline_follows_strict_priority() -> None:
+    """A low-priority packet that could leave now but waits behind a paced high-priority
+    queue is no deadline: the next one is the high queue's (found by the simulator, whose
+    virtual clock otherwise polled forever at one instant)."""
+    p = prog()
+    sim = Sim(p, priorities=2)
+    sim.dp.set_queue_rate(1000, 1, 1)  # high: one per ms
+    sim.dp.set_queue_rate(1_000_000, 1, 0)  # low: one per us
+    for k, prio in enumerate((1, 1, 0)):
+        sim.dp.receive(0, frame(p, k, 64, k2=prio))
+    assert [o["k1"] for _, o, _ in sim.sent] == [0]
+    assert sim.dp.poll() == 1000 * US
+    sim.now = 1000 * US
+    assert sim.dp.poll() is None
+    assert [(t, o["k1"]) for t, o, _ in sim.sent] == [(0, 0), (1000 * US, 1), (1000 * US, 2)]

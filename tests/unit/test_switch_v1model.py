@@ -79,7 +79,7 @@ def test_egress_clone_and_truncation() -> None:
     report_egress(p)
     dp, _ = make(p)
     frames: list[tuple[int, bytes]] = []
-    dp.tx = lambda port, frame: frames.append((port, frame))
+    dp.set_transmit_fn(lambda port, frame: frames.append((port, frame)))
     dp.table_insert("c", TableEntry((Exact(NORMAL),), ActionCall("clone_e2e")))
     dp.clone_session_set(CloneSession(6, [Replica(2, 0)], packet_length_bytes=20))
     dp.receive(0, p.frame(1, 2))

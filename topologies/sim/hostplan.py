@@ -89,11 +89,25 @@ def base_rtt_s(topo: Topology, s: SimSettings, cc: str) -> float:
     return hops * (ser + 2 * s.hop_delay_ns * 1e-9)
 
 
+def line_rate(topo: Topology, host: str) -> float:
+    """Bit-rate mode: hosts send at their link's full rate in cells per second (the serializer
+    is shared by data and feedback, which take what they need; no fixed share as in packet
+    mode, where hostprocs.host_line_rate leaves the feedback queue its share)."""
+    return min(lk.queue.rate_pps for lk in topo.links_of(host))
+
+
 def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float) -> None:
+    args.rate = f"{1 / cell_s!r}pps"
+    if args.link_rate:
+        args.link_rate = args.rate
     args.time_scale = 1.0
     args.cc_param = [p for p in args.cc_param if not p.startswith("base_rtt_s=")]
     if args.cc == "hpcc":
         args.cc_param.append(f"base_rtt_s={rtt!r}")
+    # The plan's hold-offs are cell times (in the emulation a hop's latency is far below one
+    # cell); here a round trip is ~100 cells, and a cell is only late after about two.
+    args.sack_holdoff = max(args.sack_holdoff, 2 * rtt)
+    args.rto = max(args.rto, 8 * rtt)
     args.port_timeout = max(args.port_timeout, args.rto)
     args.credit_probe = args.credit_probe and max(4 * rtt, 64 * cell_s)
 
@@ -106,6 +120,9 @@ def _tune_sender(cfg: SenderConfig, rtt: float, cell_s: float) -> None:
 
 def _tune_receiver(cfg: ReceiverConfig, rtt: float, cell_s: float) -> None:
     cfg.cnp_interval_s = wire.CNP_INTERVAL_US * 1e-6
+    if cfg.credit_cells_per_s:
+        cfg.credit_cells_per_s = 1 / cell_s
+    cfg.nak_holdoff_s = max(cfg.nak_holdoff_s, 2 * rtt)
     cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
     cfg.credit_idle_s = 8 * rtt
 

@@ -131,7 +131,8 @@ class Program:
                 if self.on_done is not None:
                     self.on_done(self)
                 return
-            at = self.engine.now + to_ns(wait)
+            # A wait shorter than a nanosecond is still a wait: the clock must move on.
+            at = self.engine.now + (max(1, to_ns(wait)) if wait > 0 else 0)
         else:
             node.tick(now)
             deadline = node.next_deadline(now)

@@ -159,8 +159,9 @@ class SimFabric:
             dp.set_queue_rate(0, port)
             dp.set_queue_depth(1 << 30, port)
             dp.set_link_rate(m.rate_bps, m.buffer_bytes, port)
-        else:
+        else:  # as the emulation's SwitchAdmin sets p4sim: the line shared by both queues
             dp.set_queue_rate(rate_pps, port)
+            dp.set_port_rate(rate_pps, port)
             dp.set_queue_depth(depth, port)
 
     def set_link(self, lk: LinkSpec, up: bool) -> None:

@@ -9,30 +9,23 @@ run the workload's steps on the engine, and report in `cellfabric run`'s format.
 
 from __future__ import annotations
 
-import json
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from controlplane.fabric_controller import FabricController
 from controlplane.topology import Topology
 from netlab.targets import compile_p4
-from topologies.hostprocs import StepPlan, plan_step
+from topologies import linkload
+from topologies.hostprocs import StepPlan, host_line_rate, plan_step
 from topologies.monitor import FabricMonitor
-from topologies.report import (
-    RunMetrics,
-    _json_default,
-    busiest_link_utilization,
-    format_summary,
-    summarize,
-    write_plots,
-)
+from topologies.report import RunMetrics, format_summary, write_report
 from topologies.runner import FABRIC_P4, LinkEvent, collect_host_metrics, step_durations
 from topologies.sim.control import LocalConnection, LocalFabric
 from topologies.sim.engine import NS, Engine, to_ns
-from topologies.sim.hostplan import SimSettings, planning_topology, start_step
+from topologies.sim.hostplan import SimSettings, line_rate, planning_topology, start_step
 from topologies.sim.hostsim import Program
 from topologies.sim.net import LinkModel, SimFabric
 from topologies.workloads import Workload
@@ -85,6 +78,8 @@ class SimRun:
         self.depth: dict[tuple[str, int], list[tuple[float, int]]] = {}
         self.host_metrics: dict[Path, dict[str, Any]] = {}
         self.wall_s = 0.0
+        self.load_before: linkload.Snapshot | None = None
+        self.load_after: linkload.Snapshot | None = None
         self._qp = 1
         self._step_start = 0
 
@@ -114,6 +109,7 @@ class SimRun:
                   f"spray {self.topo.fabric.spray}, {self._describe_links()}")
         for ev in cfg.events:
             engine.at(to_ns(ev.at_s), self._link_event, ev)
+        self.load_before = self._load_snapshot()
         engine.at(0, self._begin_step, 0)
         engine.at(0, self._sample, None)
         until = to_ns(cfg.settings.until_s) if cfg.settings.until_s else None
@@ -128,9 +124,16 @@ class SimRun:
                 last = now
                 self._progress(now - wall0)
         self.wall_s = time.perf_counter() - wall0
+        self.load_after = self._load_snapshot()
         if not self.finished:
             self.event_log.append({"t": engine.clock(), "event": "stopped at --until"
                                    if until is not None else "stopped: nothing left to do"})
+
+    def _load_snapshot(self) -> linkload.Snapshot:
+        assert self.local is not None
+        snap = linkload.snapshot(self.topo, self.local)  # type: ignore[arg-type]
+        snap["t"] = self.engine.clock()
+        return snap
 
     def _describe_links(self) -> str:
         s = self.cfg.settings
@@ -239,6 +242,10 @@ class SimRun:
             "events": self.event_log, "invalid_reasons": [],
         })
         m.links = self._link_samples()
+        if self.load_before is not None and self.load_after is not None:
+            m.link_load = {"window_s": max(1e-9, self.load_after["t"] - self.load_before["t"]),
+                           "links": linkload.link_totals(self.plan_topo, self.load_before,
+                                                         self.load_after)}
         m.queues = {f"{sw}:{port}": [[t, d] for t, d in rows]
                     for (sw, port), rows in sorted(self.depth.items())}
         assert self.local is not None
@@ -252,7 +259,8 @@ class SimRun:
             m.drops[name] = drops
             for port, peak in sorted(sw.peak.items()):
                 peaks[f"{name}:{port}"] = peak
-        collect_host_metrics(m, self.plan_topo, self.steps, read=self.host_metrics.get)
+        collect_host_metrics(m, self.plan_topo, self.steps, read=self.host_metrics.get,
+                             line_rate=line_rate if s.bit_rate_mode else host_line_rate)
         if len(cfg.workload.steps) > 1:
             m.steps = step_durations(m, self.step_times)
         wires = [w for pair in self.fabric.link_wires.values() for w in pair]
@@ -296,20 +304,6 @@ class SimRun:
         return out
 
 
-def write_sim_report(m: RunMetrics, run_dir: Path) -> Path:
-    """``report.write_report``, with the exact peak queue in place of the sampled one."""
-    m.summary = summarize(m)
-    m.summary["link_utilization"] = busiest_link_utilization(m)
-    peaks = m.run.get("sim", {}).get("peak_queue_packets") or {}
-    if peaks:
-        m.summary["peak_queue_depth"] = max(peaks.values())
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / "metrics.json"
-    path.write_text(json.dumps(asdict(m), indent=1, default=_json_default) + "\n")
-    write_plots(m, run_dir)
-    return path
-
-
 def format_sim_summary(m: RunMetrics) -> str:
     sim, wall = m.run.get("sim", {}), m.run.get("wall_clock", {})
     vt = sim.get("virtual_time_s", 0.0)
@@ -331,4 +325,6 @@ def execute_sim(cfg: SimConfig) -> tuple[RunMetrics, Path]:
     run.run_workload()
     _say(cfg, "[4/4] report")
     m = run.collect()
-    return m, write_sim_report(m, cfg.run_dir)
+    peaks = m.run["sim"]["peak_queue_packets"]
+    exact = {"peak_queue_depth": max(peaks.values())} if peaks else {}
+    return m, write_report(m, cfg.run_dir, exact)

@@ -1,0 +1,183 @@
+"""Topology generators: leaf-spine, fat-tree and three-tier Clos fabrics as topology data.
+
+Each generator returns the same YAML tree a hand-written ``topologies/*.yaml`` holds (so
+``parse_topology`` validates it and numbers its ports), and ``generate`` resolves a *spec*,
+the one syntax used wherever a topology is named on a command line:
+
+    GENERATOR:KEY=VALUE,...      e.g.  fat-tree:k=4
+                                       clos:pods=2,leaves=2,aggs=2,cores=2,hosts=2
+                                       leaf-spine:leaves=4,spines=2,hosts=2
+
+Optional keys for every generator: ``rate`` (queue rate, packets/s), ``depth`` (packets).
+
+Naming (names are short because they end up in interface names): cores ``c<n>``,
+aggregation switches ``a<pod><i>``, edge/leaf switches ``e<pod><i>`` (three tiers) or
+``l<n>`` with spines ``s<n>`` (two tiers), hosts ``h<n>``. When a pod or an index exceeds 9
+the pod and the index are separated by ``x`` (``a12x3``) so names stay unambiguous. Hosts of
+leaf ``e<p><l>`` get 10.<p>.<l>.<i> (leaf-spine: 10.0.<l>.<i>): one /24 per leaf.
+
+Three-tier wiring (the fat-tree's): in every pod each edge switch links to every aggregation
+switch of its pod; the cores are split into ``aggs`` planes of ``cores/aggs`` switches, and
+aggregation switch ``i`` of every pod links to every core of plane ``i``. Between two pods
+there are ``aggs * cores/aggs = cores`` equal-cost paths (k=4: 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from controlplane.topology import Topology, TopologyError, parse_topology
+
+DEFAULT_RATE_PPS = 100
+DEFAULT_DEPTH = 64
+_MAX_SWITCHES = 4096  # device ids and MAC/IP formats stay within their fields
+
+
+def _pod_name(prefix: str, pod: int, index: int, wide: bool) -> str:
+    return f"{prefix}{pod}x{index}" if wide else f"{prefix}{pod}{index}"
+
+
+def _fabric_section(rate_pps: int, depth: int, spray: str, cc: str) -> dict[str, Any]:
+    return {"cell_size": 1024, "spray": spray, "cc": cc,
+            "queue": {"rate_pps": rate_pps, "depth": depth},
+            "ecn": {"kmin": 5, "kmax": 20, "pmax": 0.2}, "int": {"mode": "host-sink"}}
+
+
+def _check(name: str, value: int, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise TopologyError(f"topology generator: {name}={value!r}: expected an integer in "
+                            f"[{lo}, {hi}]")
+    return value
+
+
+def clos(pods: int, leaves: int, aggs: int, cores: int, hosts: int,
+         rate_pps: int = DEFAULT_RATE_PPS, depth: int = DEFAULT_DEPTH,
+         spray: str = "spray", cc: str = "dcqcn", name: str | None = None) -> dict[str, Any]:
+    """A three-tier Clos (see the module doc for the wiring) as topology data."""
+    _check("pods", pods, 1, 99)
+    _check("leaves", leaves, 1, 99)
+    _check("aggs", aggs, 1, 99)
+    _check("cores", cores, 1, 999)
+    _check("hosts", hosts, 1, 254)
+    if cores % aggs:
+        raise TopologyError(f"topology generator: cores={cores} must be a multiple of "
+                            f"aggs={aggs} (each aggregation switch owns one plane of cores)")
+    if cores + pods * (leaves + aggs) > _MAX_SWITCHES:
+        raise TopologyError(f"topology generator: more than {_MAX_SWITCHES} switches")
+    wide = pods > 9 or leaves > 9 or aggs > 9
+    per_plane = cores // aggs
+    switches = [{"name": f"c{j}", "role": "core"} for j in range(1, cores + 1)]
+    switches += [{"name": _pod_name("a", p, i, wide), "role": "spine"}
+                 for p in range(1, pods + 1) for i in range(1, aggs + 1)]
+    switches += [{"name": _pod_name("e", p, i, wide), "role": "leaf"}
+                 for p in range(1, pods + 1) for i in range(1, leaves + 1)]
+    host_list = []
+    for p in range(1, pods + 1):
+        for i in range(1, leaves + 1):
+            for h in range(1, hosts + 1):
+                host_list.append({"name": f"h{len(host_list) + 1}", "ip": f"10.{p}.{i}.{h}",
+                                  "leaf": _pod_name("e", p, i, wide)})
+    links = [[_pod_name("e", p, i, wide), _pod_name("a", p, a, wide)]
+             for p in range(1, pods + 1) for i in range(1, leaves + 1)
+             for a in range(1, aggs + 1)]
+    links += [[_pod_name("a", p, a, wide), f"c{(a - 1) * per_plane + j}"]
+              for p in range(1, pods + 1) for a in range(1, aggs + 1)
+              for j in range(1, per_plane + 1)]
+    return {"name": name or f"clos-p{pods}l{leaves}a{aggs}c{cores}h{hosts}",
+            "fabric": _fabric_section(rate_pps, depth, spray, cc),
+            "switches": switches, "hosts": host_list, "links": links}
+
+
+def fat_tree(k: int, rate_pps: int = DEFAULT_RATE_PPS, depth: int = DEFAULT_DEPTH,
+             spray: str = "spray", cc: str = "dcqcn") -> dict[str, Any]:
+    """The k-ary fat-tree: k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores,
+    k/2 hosts per edge switch (k=4: 20 switches, 16 hosts; k=8: 80 switches, 128 hosts)."""
+    _check("k", k, 2, 48)
+    if k % 2:
+        raise TopologyError(f"topology generator: k={k}: a fat-tree needs an even k")
+    half = k // 2
+    return clos(pods=k, leaves=half, aggs=half, cores=half * half, hosts=half,
+                rate_pps=rate_pps, depth=depth, spray=spray, cc=cc, name=f"fat-tree-k{k}")
+
+
+def leaf_spine(leaves: int, spines: int, hosts: int, rate_pps: int = DEFAULT_RATE_PPS,
+               depth: int = DEFAULT_DEPTH, spray: str = "spray",
+               cc: str = "dcqcn") -> dict[str, Any]:
+    """Two tiers: every leaf links to every spine, ``hosts`` hosts per leaf."""
+    _check("leaves", leaves, 1, 254)
+    _check("spines", spines, 1, 254)
+    _check("hosts", hosts, 1, 254)
+    if leaves + spines > _MAX_SWITCHES:
+        raise TopologyError(f"topology generator: more than {_MAX_SWITCHES} switches")
+    switches = [{"name": f"s{j}", "role": "spine"} for j in range(1, spines + 1)]
+    switches += [{"name": f"l{i}", "role": "leaf"} for i in range(1, leaves + 1)]
+    host_list = []
+    for i in range(1, leaves + 1):
+        for h in range(1, hosts + 1):
+            host_list.append({"name": f"h{len(host_list) + 1}", "ip": f"10.0.{i}.{h}",
+                              "leaf": f"l{i}"})
+    links = [[f"l{i}", f"s{j}"] for i in range(1, leaves + 1) for j in range(1, spines + 1)]
+    return {"name": f"leaf-spine-{leaves}x{spines}h{hosts}",
+            "fabric": _fabric_section(rate_pps, depth, spray, cc),
+            "switches": switches, "hosts": host_list, "links": links}
+
+
+# generator name -> (function, its required keys)
+GENERATORS: dict[str, tuple[Callable[..., dict[str, Any]], tuple[str, ...]]] = {
+    "fat-tree": (fat_tree, ("k",)),
+    "clos": (clos, ("pods", "leaves", "aggs", "cores", "hosts")),
+    "leaf-spine": (leaf_spine, ("leaves", "spines", "hosts")),
+}
+_OPTIONAL = {"rate": "rate_pps", "depth": "depth"}
+SPEC_HELP = ("GENERATOR:KEY=VALUE,... with fat-tree:k=K | clos:pods=P,leaves=L,aggs=A,"
+             "cores=C,hosts=H | leaf-spine:leaves=N,spines=M,hosts=H (optional rate=PPS, "
+             "depth=PKTS)")
+
+
+def is_spec(text: str) -> bool:
+    """Whether ``text`` names a generated topology (``GENERATOR:...``) rather than a file."""
+    head, sep, _ = text.partition(":")
+    return bool(sep) and head in GENERATORS
+
+
+def parse_spec(text: str) -> dict[str, Any]:
+    """``GENERATOR:KEY=VALUE,...`` -> topology data; one-line TopologyError on bad input."""
+    head, sep, tail = text.partition(":")
+    if not sep or head not in GENERATORS:
+        raise TopologyError(f"{text}: not a generator spec ({SPEC_HELP})")
+    func, required = GENERATORS[head]
+    kwargs: dict[str, int] = {}
+    for item in filter(None, tail.split(",")):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or key not in (*required, *_OPTIONAL):
+            raise TopologyError(f"{text}: bad item '{item}' (keys for {head}: "
+                                f"{', '.join((*required, *_OPTIONAL))})")
+        try:
+            kwargs[_OPTIONAL.get(key, key)] = int(value)
+        except ValueError:
+            raise TopologyError(f"{text}: {key}={value!r} is not an integer") from None
+    missing = [k for k in required if k not in kwargs]
+    if missing:
+        raise TopologyError(f"{text}: missing {', '.join(missing)} ({SPEC_HELP})")
+    return func(**kwargs)
+
+
+def generate(text: str) -> Topology:
+    """A validated topology from a generator spec."""
+    return parse_topology(parse_spec(text), source=text)
+
+
+def to_yaml(data: dict[str, Any]) -> str:
+    """Topology data as a YAML file: one flow-style line per switch, host and link."""
+    out = [f"# generated by `cellfabric topo`: {data['name']}", f"name: {data['name']}",
+           yaml.safe_dump({"fabric": data["fabric"]}, sort_keys=False,
+                          default_flow_style=None).rstrip()]
+    for section in ("switches", "hosts", "links"):
+        out.append(f"{section}:")
+        out += [f"  - {yaml.safe_dump(item, default_flow_style=True, sort_keys=False).strip()}"
+                for item in data[section]]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,209 @@
+"""Per-packet trace, like BMv2's ``--log-console`` / ``--log-file`` event log.
+
+For every packet: where it came in, each parser state (and a parser error), each table applied
+with its lookup key, hit or miss and the entry that matched, each action with its arguments,
+each condition's outcome, the egress buffers (queue, depth found, tail drop), egress (port,
+queue, depth, delay), and what left on which port. Levels are simple_switch's (``trace`` >
+``debug`` > ``info`` > ``warn`` > ``error`` > ``off``): packet events are ``debug``, lookup keys
+and parser states ``trace``.
+
+Zero cost when off: nothing here runs unless a Tracer is given to the data plane; the program
+is then built with wrapped parser states, table lookups, actions, conditions and stages (and
+without the fused receive), and is built plainly otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from p4sim.switch.api import ActionCall, Exact, GroupRef, KeyField, Lpm, MemberRef, Range, Ternary
+from p4sim.switch.packet import ParserError
+
+LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "error": 4, "off": 5}
+_LETTER = {0: "T", 1: "D", 2: "I", 3: "W", 4: "E"}
+_STATE = re.compile(r"<parser '(.*)' state '(.*)'>")
+
+
+def fmt_key_field(kf: KeyField) -> str:
+    if isinstance(kf, Lpm):
+        return f"{kf.value:#x}/{kf.prefix_len}"
+    if isinstance(kf, Ternary):
+        return f"{kf.value:#x}&&&{kf.mask:#x}"
+    if isinstance(kf, Range):
+        return f"{kf.low:#x}->{kf.high:#x}"
+    if isinstance(kf, Exact):
+        return f"{kf.value:#x}"
+    value = getattr(kf, "value", None)  # optional: None is the wildcard
+    return "*" if value is None else f"{value:#x}"
+
+
+def fmt_action(action: Any) -> str:
+    if isinstance(action, ActionCall):
+        return f"{action.action}({', '.join(f'{a:#x}' for a in action.args)})"
+    if isinstance(action, MemberRef):
+        return f"member {action.member_id}"
+    if isinstance(action, GroupRef):
+        return f"group {action.group_id}"
+    return repr(action)
+
+
+class Tracer:
+    """Writes trace lines to ``out`` (any text stream) at ``level`` and above. ``clock`` is the
+    data plane's (ns): each line carries the switch time in microseconds."""
+
+    def __init__(self, out: TextIO, level: str = "trace", flush: bool = False) -> None:
+        if level not in LEVELS:
+            raise ValueError(f"unknown log level '{level}' (one of {', '.join(LEVELS)})")
+        self.out = out
+        self.level = LEVELS[level]
+        self.flush = flush
+        self.clock: Callable[[], int] = lambda: 0
+        self.t0 = 0
+        self._ids = itertools.count(1)
+        self._local = threading.local()  # the packet being processed (id), per thread
+
+    def enabled(self, level: str) -> bool:
+        return LEVELS[level] >= self.level
+
+    def write(self, level: int, msg: str) -> None:
+        if level < self.level:
+            return
+        pkt = getattr(self._local, "pkt", None)
+        t_us = (self.clock() - self.t0) / 1000
+        tag = f"[{pkt}]" if pkt is not None else "[-]"
+        self.out.write(f"[{t_us:.3f}] [p4sim] [{_LETTER[level]}] {tag} {msg}\n")
+        if self.flush:
+            self.out.flush()
+
+    def event(self, msg: str) -> None:
+        self.write(1, msg)
+
+    def detail(self, msg: str) -> None:
+        self.write(0, msg)
+
+    def info(self, msg: str) -> None:
+        self.write(2, msg)
+
+    def warning(self, msg: str) -> None:
+        self.write(3, msg)
+
+    # -- program building (called by CompiledProgram) -----------------------------------------
+
+    def wrap_action(self, name: str, fn: Any) -> Any:
+        def action(P: Any, F: list[int], D: tuple) -> Any:
+            self.event(f"action {name}({', '.join(f'{a:#x}' for a in D)})")
+            return fn(P, F, D)
+        return action
+
+    def wrap_parser_states(self, ns: dict[str, Any], start: Any) -> Any:
+        """Every parser state function in the generated namespace (transitions find the next
+        state there by name) logs its name; returns the wrapped start state."""
+        wrapped: dict[Any, Any] = {}
+        for name, fn in list(ns.items()):
+            code = getattr(fn, "__code__", None)
+            m = _STATE.fullmatch(code.co_filename) if code is not None else None
+            if m is not None:
+                wrapped[fn] = ns[name] = self._state(m.group(2), fn)
+        return wrapped.get(start, start)
+
+    def _state(self, state: str, fn: Any) -> Any:
+        def traced_state(P: Any, F: list[int], D: tuple) -> Any:
+            self.detail(f"parser state '{state}' at byte {P.pos}")
+            try:
+                return fn(P, F, D)
+            except ParserError as e:
+                self.event(f"parser error in state '{state}' (error {e.code})")
+                raise
+        return traced_state
+
+    def wrap_lookup(self, table: Any, lookup: Any) -> Any:
+        names = [kname for _, _, kname in table.keys]
+
+        def traced_lookup(key: tuple) -> Any:
+            if self.level == 0:
+                shown = ", ".join(f"{n}={v:#x}" for n, v in zip(names, key))
+                self.detail(f"table '{table.name}': looking up key {{{shown}}}")
+            entry = lookup(key)
+            if entry is None:
+                self.event(f"table '{table.name}': miss, default action")
+            else:
+                api = table.to_api(entry)
+                keys = ", ".join(fmt_key_field(k) for k in api.key)
+                self.event(f"table '{table.name}': hit entry ({keys}) priority {api.priority}"
+                           f" -> {fmt_action(api.action)}")
+            return entry
+        return traced_lookup
+
+    def wrap_node(self, kind: str, name: str, node: Any, holder: Any = None) -> Any:
+        """A control-flow node: tables announce themselves, conditions say their outcome."""
+        if kind == "table":
+            def table_node(P: Any, F: list[int]) -> Any:
+                self.detail(f"applying table '{name}'")
+                return node(P, F)
+            return table_node
+
+        def cond_node(P: Any, F: list[int], D: tuple = ()) -> Any:
+            nxt = node(P, F)
+            self.event(f"condition '{name}' is {'true' if nxt is holder.true_next else 'false'}")
+            return nxt
+        return cond_node
+
+    # -- the packet path (called by V1Model) --------------------------------------------------
+
+    def stage_wrapper(self, flow: Any) -> Callable[[str, Any], Any]:
+        """For stages.build: wraps each stage function and the traffic manager's enqueue."""
+        counters = flow.counters
+
+        def wrap(name: str, fn: Any) -> Any:
+            if name == "receive":
+                def receive(port: int, frame: bytes, *rest: Any) -> None:
+                    outer = getattr(self._local, "pkt", None)
+                    self._local.pkt = pid = next(self._ids)
+                    kind = {4: "recirculated", 6: "resubmitted"}.get(rest[0] if rest else 0,
+                                                                       "received")
+                    self.event(f"packet {kind} on port {port}, {len(frame)} bytes")
+                    drops = counters.pipeline_drops
+                    try:
+                        fn(port, frame, *rest)
+                    finally:
+                        if counters.pipeline_drops > drops:
+                            self.event(f"packet {pid}: {counters.pipeline_drops - drops} "
+                                       "copy(ies) dropped in the pipeline")
+                        self._local.pkt = outer
+                return receive
+            if name == "to_egress":
+                def to_egress(P: Any, port: int) -> None:
+                    P.trace_id = getattr(self._local, "pkt", None)
+                    self.event(f"egress buffers: port {port}, instance type {P.instance_type}")
+                    fn(P, port)
+                return to_egress
+            if name == "egress":
+                def egress(P: Any, port: int, prio: int, left: int, now: int) -> None:
+                    outer = getattr(self._local, "pkt", None)
+                    self._local.pkt = getattr(P, "trace_id", None)
+                    waited = ((now - flow.t0) // 1000 - P.F[flow.s_enq_ts]) & flow.m_deq_td
+                    self.event(f"egress: port {port} queue {prio}, waited {waited} us, "
+                               f"{left} packet(s) left in the queue")
+                    try:
+                        fn(P, port, prio, left, now)
+                    finally:
+                        self._local.pkt = outer
+                return egress
+            if name == "enqueue":
+                def enqueue(port: int, prio: int, P: Any, now: int) -> int:
+                    depth = fn(port, prio, P, now)
+                    self.event(f"queue ({port}, {prio}): "
+                               + ("full, tail drop" if depth < 0 else f"queued at depth {depth}"))
+                    return depth
+                return enqueue
+            if name == "output":
+                def output(port: int, frame: bytes) -> None:
+                    self.event(f"transmitting {len(frame)} bytes on port {port}")
+                    fn(port, frame)
+                return output
+            return fn
+        return wrap

@@ -1,0 +1,73 @@
+"""A port's line rate is shared by its priority queues: the runner configures per-priority rates
+that add up to the link's rate, addressed the way each target's CLI numbers its queues."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.fabric_plan import FEEDBACK_PRIORITY, data_rate, queue_shares
+from controlplane.topogen import generate
+from topologies.admin import SwitchAdmin
+from topologies.hostprocs import host_line_rate
+
+
+@pytest.mark.parametrize("line", [5, 100, 200, 333, 5000])
+def test_shares_add_up_to_the_line_rate(line: int) -> None:
+    shares = queue_shares(line)
+    assert sum(shares.values()) == line
+    assert shares[0] > shares[FEEDBACK_PRIORITY] >= 1
+
+
+def test_unlimited_stays_unlimited() -> None:
+    assert queue_shares(0) == {0: 0, FEEDBACK_PRIORITY: 0}
+
+
+def test_host_rate_is_the_data_share() -> None:
+    topo = generate("leaf-spine:leaves=2,spines=2,hosts=1,rate=200")
+    assert host_line_rate(topo, "h1") == data_rate(200) == 160
+
+
+def _lines(target: str) -> list[str]:
+    sent: list[str] = []
+    admin = SwitchAdmin("s1", target, 0)
+    admin.run = sent.extend  # type: ignore[method-assign]
+    admin.set_queue(3, 100, 64, priorities=2)
+    return sent
+
+
+def test_bmv2_queue_index_is_inverted() -> None:
+    # simple_switch keeps P4 priority p in queue (priorities - 1 - p); its CLI takes that index
+    assert _lines("bmv2") == ["set_queue_rate 80 3 1", "set_queue_rate 20 3 0",
+                              "set_queue_depth 64 3"]
+
+
+def test_embedded_shares_one_line_rate() -> None:
+    assert _lines("embedded") == ["set_queue_rate 100 3", "set_port_rate 100 3",
+                                  "set_queue_depth 64 3"]
+
+
+def test_p4sim_port_line_rate_is_shared_by_its_priority_queues() -> None:
+    from collections import namedtuple
+
+    from p4sim.switch.tm import TrafficManager
+
+    Item = namedtuple("Item", "kind index length")  # the TM reads a queued packet's length
+    tm = TrafficManager(priorities=2)
+    tm.set_rate(100, 1)  # each queue alone could send 100/s (simple_switch's per-queue rate)
+    tm.set_port_rate(100, 1)  # ... but the port's line carries 100/s in all
+    start = 10**9  # ns on the TM's clock
+    for i in range(50):
+        tm.enqueue(1, 0, Item("data", i, 100), start)
+        tm.enqueue(1, 1, Item("ack", i, 100), start)
+    sent = []
+    t = start
+    while len(sent) < 100 and t < start + 10 * 10**9:
+        out = tm.dequeue(t)
+        if out is None:
+            t = max(t + 1, tm.next_deadline() or t)
+            continue
+        sent.append((t, out[2][0]))
+    assert len(sent) == 100
+    # 100 packets at 100/s in all (each queue alone would have sent its 50 at 100/s)
+    assert (sent[-1][0] - start) / 1e9 == pytest.approx(99 / 100, abs=2e-3)
+    assert [kind for _, kind in sent[:50]] == ["ack"] * 50  # strict priority within the line

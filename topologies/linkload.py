@@ -1,0 +1,70 @@
+"""Per-link packet totals over a workload, read from fabric.p4's egress counters.
+
+``port_tx`` counts every packet a switch sends out of a port and ``port_tx_data`` the RoCEv2
+data packets (cells) among them. Two snapshots, one before the workload and one after it, give
+what each link direction carried over the whole workload; ``link_totals`` turns them into the
+plain per-link records that ``topologies.report.link_accounting`` (a pure function, shared with
+the simulator) derives loads and per-tier balance from.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from controlplane.entities import CounterEntry
+from controlplane.fabric import Fabric
+from controlplane.topology import Topology
+
+PORT_TX = "MyEgress.port_tx"
+PORT_TX_DATA = "MyEgress.port_tx_data"
+
+Snapshot = dict[str, Any]  # {"t": seconds, "ports": {(switch, port): (all, data)}}
+
+
+def snapshot(topo: Topology, fabric: Fabric) -> Snapshot:
+    ports = {sw: sorted(lk.a_port if lk.a == sw else lk.b_port for lk in topo.links_of(sw))
+             for sw in topo.switches}
+
+    def read(conn) -> dict[int, tuple[int, int]]:
+        entries = conn.read(*(CounterEntry(counter=name, index=p)
+                              for name in (PORT_TX, PORT_TX_DATA) for p in ports[conn.name]))
+        total = {e.index: e.packets for e in entries if e.counter == PORT_TX}
+        data = {e.index: e.packets for e in entries if e.counter == PORT_TX_DATA}
+        return {p: (total.get(p, 0), data.get(p, 0)) for p in ports[conn.name]}
+
+    result = fabric.run(read, "counter read")
+    return {"t": time.time(),
+            "ports": {(sw, p): v for sw, per in result.items() for p, v in per.items()}}
+
+
+def tier_of(topo: Topology, a: str, b: str) -> tuple[str, int, int]:
+    """A link's tier label ('host-leaf', 'leaf-spine', 'spine-core') and both ends' levels
+    (hosts are level 0)."""
+    levels = {n: (topo.switches[n].tier if n in topo.switches else 0) for n in (a, b)}
+    names = {0: "host", 1: "leaf", 2: "spine", 3: "core"}
+    lo, hi = sorted(levels.values())
+    return f"{names[lo]}-{names[hi]}", levels[a], levels[b]
+
+
+def link_totals(topo: Topology, before: Snapshot, after: Snapshot) -> list[dict[str, Any]]:
+    """Per link: its tier, capacity and, per measured direction (the sending end is a switch),
+    cells and other packets carried between the two snapshots."""
+    out = []
+    for lk in topo.links:
+        tier, level_a, level_b = tier_of(topo, lk.a, lk.b)
+        rec: dict[str, Any] = {"link": lk.name, "a": lk.a, "b": lk.b, "tier": tier,
+                               "capacity_pps": lk.queue.rate_pps, "directions": {}}
+        for src, dst, port, up in ((lk.a, lk.b, lk.a_port, level_a < level_b),
+                                   (lk.b, lk.a, lk.b_port, level_b < level_a)):
+            key = (src, port)
+            if src not in topo.switches or key not in after["ports"]:
+                continue  # a host's sending side has no counter
+            total1, data1 = after["ports"][key]
+            total0, data0 = before["ports"].get(key, (0, 0))
+            cells = max(0, data1 - data0)
+            rec["directions"][f"{src}->{dst}"] = {
+                "queue": f"{src}:{port}", "up": up, "cells": cells,
+                "other": max(0, (total1 - total0) - cells)}
+        out.append(rec)
+    return out

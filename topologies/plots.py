@@ -1,0 +1,216 @@
+"""A run's PNG plots, readable from a 4-host leaf-spine up to a k=8 fat-tree.
+
+Link loads and queue depths are grouped by tier (host-leaf, leaf-spine, spine-core, each up and
+down); a tier with many queues is a heatmap (queue x time), never a forest of lines; per-flow
+rates beyond a few flows are a band (min-max, quartiles) with the median. Legends sit outside
+the axes, never over the data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from topologies.report import RunMetrics, accounting_of, percentile
+
+MAX_LINES = 8  # more series than this become a heatmap or a band
+DPI = 90
+
+
+def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def save(fig, name: str) -> None:
+        path = out_dir / name
+        fig.savefig(path, dpi=DPI, bbox_inches="tight")
+        plt.close(fig)
+        written.append(path)
+
+    acct = accounting_of(m)
+    if acct and acct.get("directions"):
+        save(_link_loads(plt, acct), "link_load.png")
+    if m.queues:
+        save(_queue_depths(plt, m, acct), "queue_depth.png")
+    if m.flows:
+        save(_flow_rates(plt, m), "flow_rates.png")
+    fcts = sorted(msg["fct_s"] for msg in m.messages if msg.get("fct_s") is not None)
+    if fcts:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([1000 * f for f in fcts], [(i + 1) / len(fcts) for i in range(len(fcts))])
+        ax.set_xlabel("message completion time (ms)")
+        ax.set_ylabel("CDF")
+        ax.set_title("Message completion times")
+        save(fig, "completion_times.png")
+    if m.reorder:
+        fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(m.reorder)), 3.5))
+        hosts = sorted(m.reorder, key=_natural)
+        ax.bar(hosts, [m.reorder[h].get("max_depth", 0) for h in hosts], label="max")
+        ax.bar(hosts, [m.reorder[h].get("p99_depth", 0) for h in hosts], label="p99")
+        ax.set_ylabel("reorder depth (cells)")
+        ax.set_title("Receiver reorder depth")
+        ax.tick_params(axis="x", rotation=90, labelsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        save(fig, "reorder_depth.png")
+    return written
+
+
+def _natural(name: str) -> tuple[str, int]:
+    digits = "".join(c for c in name if c.isdigit())
+    return name.rstrip("0123456789"), int(digits or 0)
+
+
+def _by_tier(acct: dict[str, Any]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    tiers: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for label, d in acct["directions"].items():
+        tiers.setdefault(d["tier"], []).append((label, d))
+    for rows in tiers.values():
+        rows.sort(key=lambda kv: _natural(kv[0].split("->")[0]) + _natural(kv[0].split("->")[1]))
+    return dict(sorted(tiers.items()))
+
+
+def _link_loads(plt, acct: dict[str, Any]):
+    """Per tier: each link direction's cells and other packets as a share of what its rate
+    allowed over the whole workload window (stacked bars, 100% = the link's rate)."""
+    tiers = _by_tier(acct)
+    widest = max(len(rows) for rows in tiers.values())
+    fig, axes = plt.subplots(len(tiers), 1, squeeze=False, layout="constrained",
+                             figsize=(max(7, 0.16 * widest + 2), 2.2 * len(tiers) + 0.6))
+    for ax, (tier, rows) in zip(axes[:, 0], tiers.items(), strict=True):
+        x = range(len(rows))
+        cap = [d["capacity_packets"] or 0 for _, d in rows]
+        cells = [100 * d["cells"] / c if c else 0 for (_, d), c in zip(rows, cap, strict=True)]
+        other = [100 * d["other"] / c if c else 0 for (_, d), c in zip(rows, cap, strict=True)]
+        ax.bar(x, cells, color="#3b7dd8", label="cells (data)")
+        ax.bar(x, other, bottom=cells, color="#f0a030", label="other (ACK, CNP, ...)")
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("% of rate")
+        b = acct["tiers"].get(tier, {})
+        balance = (f"  cells min/mean {b['min_over_mean']:.2f}, max/mean "
+                   f"{b['max_over_mean']:.2f}" if b.get("mean_cells") else "")
+        ax.set_title(f"{tier}: {len(rows)} link directions{balance}", fontsize=9, loc="left")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels([label for label, _ in rows] if len(rows) <= 64 else [""] * len(rows),
+                           rotation=90, fontsize=6)
+        ax.set_xlim(-0.6, len(rows) - 0.4)
+    axes[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0),
+                      frameon=False)
+    fig.suptitle(f"Link load over the whole workload ({acct['window_s']:.1f} s)")
+    return fig
+
+
+def _queue_tiers(m: RunMetrics, acct: dict[str, Any]) -> dict[str, list[str]]:
+    tier_of = {d["queue"]: d["tier"] for d in acct.get("directions", {}).values()
+               if d.get("queue")} if acct else {}
+    tiers: dict[str, list[str]] = {}
+    for key in m.queues:
+        tiers.setdefault(tier_of.get(key, "queues"), []).append(key)
+    return {t: sorted(keys, key=lambda k: (*_natural(k.split(":")[0]), int(k.split(":")[1])))
+            for t, keys in sorted(tiers.items())}
+
+
+def _queue_depths(plt, m: RunMetrics, acct: dict[str, Any]):
+    """Per tier: a heatmap of depth (queue x time), or lines for a tier of few queues."""
+    t0 = float(m.run.get("t0", 0.0))
+    tiers = _queue_tiers(m, acct)
+    times = sorted({t for s in m.queues.values() for t, _ in s})
+    t_end = (times[-1] - t0) if times else 1.0
+    heights = [max(1.6, 0.09 * len(k) + 0.9) for k in tiers.values()]
+    fig, axes = plt.subplots(len(tiers), 1, squeeze=False, figsize=(8, sum(heights) + 0.6),
+                             gridspec_kw={"height_ratios": heights}, layout="constrained")
+    names = _queue_names(acct)
+    peak = max((v for s in m.queues.values() for _, v in s), default=1) or 1
+    image = None
+    for ax, (tier, keys) in zip(axes[:, 0], tiers.items(), strict=True):
+        busy = [k for k in keys if any(v for _, v in m.queues[k])]
+        if len(keys) <= MAX_LINES:
+            for k in keys:
+                ax.plot([t - t0 for t, _ in m.queues[k]], [v for _, v in m.queues[k]],
+                        label=names.get(k, k), linewidth=1)
+            ax.set_ylabel("packets")
+            if busy:
+                ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                          frameon=False)
+        else:
+            image = _heatmap(ax, m, keys, t0, t_end, peak, names)
+            ax.set_ylabel("queue", fontsize=7)
+        ax.set_xlim(0, max(t_end, 1e-3))
+        ax.set_title(f"{tier}: {len(keys)} queues, {len(busy)} ever non-empty, deepest "
+                     f"{max((v for k in keys for _, v in m.queues[k]), default=0)} packets",
+                     fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel("time (s)")
+    if image is not None:
+        fig.colorbar(image, ax=list(axes[:, 0]), label="queue depth (packets)", fraction=0.03)
+    fig.suptitle("Queue depth over time")
+    return fig
+
+
+def _queue_names(acct: dict[str, Any]) -> dict[str, str]:
+    """Queue 'switch:port' -> the link direction it sends on ('l1->s2')."""
+    return {d["queue"]: label for label, d in (acct or {}).get("directions", {}).items()
+            if d.get("queue")}
+
+
+def _heatmap(ax, m: RunMetrics, keys: list[str], t0: float, t_end: float, peak: float,
+             names: dict[str, str]):
+    # one column per sampling interval at most: finer bins would only show sampling gaps
+    samples = max((len(m.queues[k]) for k in keys), default=1)
+    bins = max(10, min(120, samples))
+    width = max(t_end, 1e-3) / bins
+    grid = [[0.0] * bins for _ in keys]
+    for row, k in enumerate(keys):
+        for t, v in m.queues[k]:
+            col = min(bins - 1, max(0, int((t - t0) / width)))
+            grid[row][col] = max(grid[row][col], v)
+    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="magma_r",
+                      extent=(0, bins * width, len(keys) - 0.5, -0.5), vmin=0, vmax=peak)
+    step = max(1, len(keys) // 24)
+    ax.set_yticks(range(0, len(keys), step))
+    ax.set_yticklabels([names.get(k, k) for k in keys[::step]], fontsize=5)
+    return image
+
+
+def _flow_rates(plt, m: RunMetrics):
+    t0 = float(m.run.get("t0", 0.0))
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    series = {k: f.get("samples", []) for k, f in sorted(m.flows.items()) if f.get("samples")}
+    if len(series) <= MAX_LINES:
+        for key, samples in series.items():
+            ax.plot([t - t0 for t, _ in samples], [v for _, v in samples], label=key)
+        if series:
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    elif series:
+        _rate_band(ax, series, t0)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("sending rate (cells/s)")
+    ax.set_title(f"Per-flow rate over time ({len(m.flows)} flows)")
+    return fig
+
+
+def _rate_band(ax, series: dict[str, list[list[float]]], t0: float) -> None:
+    """Every flow's rate sampled on one time grid (the last value before each grid point):
+    min-max and quartile bands with the median."""
+    t_lo = min(s[0][0] for s in series.values()) - t0
+    t_hi = max(s[-1][0] for s in series.values()) - t0
+    grid = [t_lo + (t_hi - t_lo) * i / 100 for i in range(101)]
+    cols: list[list[float]] = [[] for _ in grid]
+    for samples in series.values():
+        j = 0
+        for i, t in enumerate(grid):
+            while j + 1 < len(samples) and samples[j + 1][0] - t0 <= t:
+                j += 1
+            if samples[0][0] - t0 <= t <= samples[-1][0] - t0:
+                cols[i].append(samples[j][1])
+    pts = [(t, c) for t, c in zip(grid, cols, strict=True) if c]
+    ts = [t for t, _ in pts]
+    ax.fill_between(ts, [min(c) for _, c in pts], [max(c) for _, c in pts], color="#9cc3f0",
+                    alpha=0.5, label="min-max")
+    ax.fill_between(ts, [percentile(c, 25) for _, c in pts], [percentile(c, 75) for _, c in pts],
+                    color="#3b7dd8", alpha=0.5, label="25-75%")
+    ax.plot(ts, [percentile(c, 50) for _, c in pts], color="#123e7a", label="median")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)

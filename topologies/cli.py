@@ -4,6 +4,7 @@
     cellfabric cli [TOPOLOGY]         the fabric up, with the Mininet CLI to explore it
     cellfabric sim [TOPOLOGY] [...]   the same fabric and hosts in simulated time
     cellfabric topo fat-tree|clos|leaf-spine ...   write a generated topology as YAML
+    cellfabric sweep SPEC.yaml        a grid of experiments on local processes or a Dask cluster
     cellfabric smoke                  two hosts through the trivial forwarder (harness check)
     cellfabric host send|recv|collect ...   end-host programs (run inside Mininet hosts)
 """
@@ -12,11 +13,12 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: cellfabric {run,sim,cli,topo,host,smoke} ...
+USAGE = """usage: cellfabric {run,sim,cli,topo,sweep,host,smoke} ...
   run     bring up an emulated fabric, run traffic through it, print and save a report
   sim     the same fabric.p4, controller and hosts on a discrete-event engine (virtual time)
   cli     bring up a fabric and open the Mininet CLI
   topo    write a generated topology (fat-tree, clos, leaf-spine) as YAML
+  sweep   a grid of experiments (SPEC.yaml) on local processes or a Dask cluster, resumable
   smoke   two hosts through the harness's trivial forwarder, measured with ping
   host    end-host programs: send, recv, collect (started by the runner inside each host)"""
 
@@ -35,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         from topologies.run_cli import cli_main as run
     elif cmd == "topo":
         from topologies.topo_cli import main as run
+    elif cmd == "sweep":
+        from topologies.sweep.cli import sweep_main as run
     elif cmd == "smoke":
         from topologies.smoke import main as run
     elif cmd == "host":
@@ -44,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
             print("cellfabric: error: the host programs are not built yet", file=sys.stderr)
             return 2
     else:
-        print(f"cellfabric: error: unknown command '{cmd}' (expected run, sim, cli, topo, host "
-              "or smoke)",
+        print(f"cellfabric: error: unknown command '{cmd}' (expected run, sim, cli, topo, "
+              "sweep, host or smoke)",
               file=sys.stderr)
         return 2
     return int(run(rest) or 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import math
 from pathlib import Path
@@ -151,7 +153,7 @@ def test_bmv2_unmeasured_figures_are_unknown_and_retransmissions_invalidate() ->
     assert s["cells_dropped"] is None and s["peak_queue_depth"] is None
     assert (s["retransmitted_cells"], s["cells_sent"], s["duplicate_cells"]) == (21, 2048, 5)
     text = format_summary(m)
-    assert "cells dropped at switches    unknown" in text
+    assert re.search(r"cells dropped at switches +unknown", text)
     assert "21 of 2048 sent (1.0%), 5 duplicates" in text
     reasons = loss_problems("bmv2", m.drops, m.flows)
     assert len(reasons) == 1 and reasons[0].startswith("21 cells retransmitted (1.0% of 2048")

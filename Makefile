@@ -6,7 +6,8 @@ TARGET ?=
 TARGET_FLAG := $(if $(TARGET),--target $(TARGET),)
 PYTEST_FLAGS ?= -q -ra
 
-.PHONY: setup deps venv run test test-unit test-ptf test-e2e bench lint clean
+.PHONY: setup deps venv run test test-unit test-ptf test-e2e bench lint clean \
+        conformance conformance-expected test-toolchain
 
 setup: deps venv  ## system packages + venv + editable install
 
@@ -23,15 +24,14 @@ venv: $(BIN)/python
 run:  ## the main job: an emulated fabric on the embedded target, with a report
 	$(BIN)/cellfabric run $(TARGET_FLAG) $(RUN_ARGS)
 
-test:  ## everything CI runs: unit, PTF (each module a test) and Mininet e2e, one pytest run
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/ptfsuite tests/e2e
+test:  ## everything CI runs: unit, PTF (each module a test), Mininet e2e, STF corpus (if ../shared)
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/ptfsuite tests/e2e tests/conformance
 
 test-unit:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit
 
-test-ptf:  ## real PTF output: one switch, every PTF module (forwarder smoke test first)
-	$(BIN)/python -m netlab.ptf_runner --dut forwarder test_harness_forwarder
-	$(BIN)/python -m netlab.ptf_runner $(TARGET_FLAG) --ports 4 '^test_harness_forwarder'
+test-ptf:  ## real PTF output: every PTF module, each on a fresh switch of the chosen TARGET
+	$(BIN)/python -m netlab.ptf_runner --all $(TARGET_FLAG)
 
 test-e2e:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
@@ -42,6 +42,31 @@ bench:  ## benchmarks: ratios measured side by side; results in bench/results an
 	  echo "== bench/$${b}_bench.py"; \
 	  $(BIN)/python bench/$${b}_bench.py | tee bench/results/$$b.txt || exit 1; done
 	$(BIN)/python bench/make_table.py
+
+# p4c's STF corpus (../shared/conformance/p4c-stf, or $(CORPUS)) on every target and mix.
+SHARED ?= $(abspath ..)/shared
+CORPUS ?= $(SHARED)/conformance/p4c-stf/p4_16_samples
+CONF_OUT ?= results/conformance
+CONF_TARGETS ?= embedded mixed-p4c-on-p4sim bmv2 mixed-p4sim-on-bmv2
+
+conformance:  ## the corpus on every target (real ones need the p4lang toolchain on PATH)
+	@if [ ! -d "$(CORPUS)" ]; then echo "conformance: no corpus at $(CORPUS): skipped"; exit 0; fi; \
+	mkdir -p $(CONF_OUT); status=0; for t in $(CONF_TARGETS); do \
+	  echo "== conformance --target $$t (table: $(CONF_OUT)/$$t.txt, JSON: $(CONF_OUT)/$$t.json)"; \
+	  $(BIN)/p4sim conformance $(CORPUS) -q --target $$t --json $(CONF_OUT)/$$t.json \
+	    > $(CONF_OUT)/$$t.txt 2>&1; rc=$$?; tail -2 $(CONF_OUT)/$$t.txt; \
+	  [ $$rc -le 1 ] || status=1; done; exit $$status
+
+conformance-expected:  ## regenerate tests/conformance/expected-*.json (known failures)
+	$(BIN)/p4sim conformance $(CORPUS) -q --target embedded \
+	  --write-expected tests/conformance/expected-embedded.json | tail -2
+	$(BIN)/p4sim conformance $(CORPUS) -q --target mixed-p4sim-on-bmv2 \
+	  --write-expected tests/conformance/expected-mixed-p4sim-on-bmv2.json | tail -2
+
+test-toolchain:  ## needs the real p4lang toolchain on PATH: real p4c, PTF and corpus on BMv2
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/toolchain \
+	  tests/conformance/test_corpus.py::test_corpus_p4sim_json_on_real_bmv2
+	CELLFABRIC_TARGET=bmv2 $(BIN)/pytest $(PYTEST_FLAGS) tests/ptfsuite
 
 lint:
 	$(BIN)/ruff check .

@@ -69,6 +69,13 @@ class AdminChannel:
             raise AdminError(f"{what}: timed out") from None
         # simple_switch_CLI reports bad commands on stdout ("Error: ...") and still exits 0.
         lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        if proc.returncode != 0 and ("Could not connect" in proc.stdout + proc.stderr
+                                     or "Traceback" in proc.stderr):
+            # One line, not the CLI's traceback: BMv2 serves Thrift only when built with it, and
+            # only on the loopback of the network namespace it runs in.
+            raise AdminError(f"{what}: cannot reach BMv2's Thrift server (built without Thrift, "
+                             f"not running, or in another network namespace): "
+                             f"{lines[-1].strip() if lines else 'no output'}")
         if proc.returncode != 0 or "Error" in proc.stdout:
             bad = [ln for ln in lines if "Error" in ln] or lines[-1:] or ["failed"]
             raise AdminError(f"{what}: {bad[0].strip()}")

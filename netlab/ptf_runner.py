@@ -2,6 +2,10 @@
 
     python -m netlab.ptf_runner [--target embedded|bmv2] [--dut switch|forwarder]
                                 [--ports 4] [--cpu-port 510] [TEST_SPECS...]
+    python -m netlab.ptf_runner --all [--target embedded|bmv2]
+
+``--all`` runs every module of tests/ptf, each on a fresh switch (a module's ``DUT =
+"forwarder"`` and ``PTF_PORTS = N`` are honoured), with PTF's own output, then a summary.
 
 The switch gets ``--no-p4``; each PTF test pushes its own pipeline over P4Runtime, as
 p4lang's PTF suites do. Test params passed to PTF: grpcaddr, target, cpu_port, device_id.
@@ -11,6 +15,7 @@ Exit status is PTF's.
 from __future__ import annotations
 
 import argparse
+import ast
 import shutil
 import subprocess
 import sys
@@ -43,18 +48,52 @@ def _ptf_exe() -> str:
     return str(local) if local.exists() else (shutil.which("ptf") or "ptf")
 
 
+def _wire(lab: NetLab, ns: str, a: str, b: str) -> bool:
+    """Join veth ends ``a`` and ``b`` into one wire (tc mirred both ways); False if the kernel
+    lacks the u32 classifier or the mirred action."""
+    for src, dst in ((a, b), (b, a)):
+        ok = lab.run(ns, ["tc", "qdisc", "add", "dev", src, "ingress"], check=False)
+        if ok.returncode == 0:
+            ok = lab.run(ns, ["tc", "filter", "add", "dev", src, "ingress", "protocol", "all",
+                              "u32", "match", "u32", "0", "0", "action", "mirred", "egress",
+                              "redirect", "dev", dst], check=False)
+        if ok.returncode != 0:
+            return False
+    return True
+
+
+def make_ports(lab: NetLab, ns: str, count: int) -> tuple[dict, dict, dict]:
+    """Switch port i and PTF port i joined by a cuttable link: switch end s_i <-> l_i, wire,
+    r_i <-> PTF end p_i. Taking l_i down is a cable pulled at the far end: the switch's port
+    loses carrier (operstate lowerlayerdown, what BMv2 and p4sim watch) while both ends stay
+    administratively up. (Downing the switch's own end is no test of failover: BMv2 then stops
+    receiving on every port, its one pcap thread blocked on the downed handle; and PTF's capture
+    thread dies on a downed PTF end.) Without tc mirred, plain pairs; the link is the switch end.
+    Returns (switch ifaces, PTF ifaces, link ifaces) by port."""
+    switch_ports: dict[int, str] = {}
+    ptf_ports: dict[int, str] = {}
+    links: dict[int, str] = {}
+    for i in range(count):
+        sw_if, far = lab.veth(f"s{i}", f"l{i}", ns_a=ns, ns_b=ns)
+        ptf_if, near = lab.veth(f"p{i}", f"r{i}", ns_a=ns, ns_b=ns)
+        if not _wire(lab, ns, far, near):
+            print("ptf_runner: warning: no tc mirred in this kernel; link tests take the switch "
+                  "end down", file=sys.stderr)
+            lab.run(ns, ["ip", "link", "del", far], check=False)
+            lab.run(ns, ["ip", "link", "del", near], check=False)
+            sw_if, ptf_if = lab.veth(f"s{i}", f"p{i}", ns_a=ns, ns_b=ns)
+            far = sw_if
+        switch_ports[i], ptf_ports[i], links[i] = sw_if, ptf_if, far
+    return switch_ports, ptf_ports, links
+
+
 def run(args: argparse.Namespace) -> int:
     target = resolve_target(args.target) if args.dut == "switch" else "none"
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="cf-ptf-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     with NetLab(prefix="cfp") as lab:
         ns = lab.netns("ns")
-        switch_ports: dict[int, str] = {}
-        ptf_ports: dict[int, str] = {}
-        for i in range(args.ports):
-            sw_if, ptf_if = lab.veth(f"s{i}", f"p{i}", ns_a=ns, ns_b=ns)
-            switch_ports[i] = sw_if
-            ptf_ports[i] = ptf_if
+        switch_ports, ptf_ports, links = make_ports(lab, ns, args.ports)
         dut_log = log_dir / "dut.log"
         if args.dut == "forwarder":
             argv = [sys.executable, "-m", "netlab.forwarder"]
@@ -82,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
         # The switch-side interface names, for tests that take a link down.
         params += ";switch_ifaces='" + ",".join(
             f"{i}:{name}" for i, name in sorted(switch_ports.items())) + "'"
+        # The interface that cuts each port's link (see make_ports), for link-down tests.
+        params += ";link_ifaces='" + ",".join(
+            f"{i}:{name}" for i, name in sorted(links.items())) + "'"
         argv = [_ptf_exe(), "--test-dir", str(PTF_DIR), "--log-dir", str(log_dir),
                 "--test-params", params]
         for i, ifname in ptf_ports.items():
@@ -92,6 +134,39 @@ def run(args: argparse.Namespace) -> int:
             print(f"ptf_runner: the DUT died during the tests; log: {dut_log}", file=sys.stderr)
             return proc.returncode or 1
         return proc.returncode
+
+
+def module_setting(path: Path, name: str, default: str) -> str:
+    """A module-level constant (``DUT``, ``PTF_PORTS``) of a PTF module, without importing it."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ) and isinstance(node.value, ast.Constant):
+            return str(node.value.value)
+    return default
+
+
+def run_all(args: argparse.Namespace) -> int:
+    failed: list[str] = []
+    modules = sorted(PTF_DIR.glob("test_*.py"))
+    for module in modules:
+        dut = module_setting(module, "DUT", "switch")
+        print(f"== PTF {module.stem} (dut {dut if dut != 'switch' else args.target or 'default'})",
+              flush=True)
+        sub = argparse.Namespace(**vars(args))
+        sub.dut, sub.ports, sub.specs = dut, int(module_setting(module, "PTF_PORTS", "4")), \
+            [module.stem]
+        sub.log_dir = None
+        try:
+            rc = run(sub)
+        except (NetLabError, ToolchainError, ValueError) as exc:
+            print(f"ptf_runner: error: {exc}", file=sys.stderr)
+            rc = 2
+        if rc != 0:
+            failed.append(module.stem)
+    print(f"PTF: {len(modules)} modules, {len(modules) - len(failed)} passed"
+          + (f", failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--priority-queues", type=int, default=2,
                         help="priority queues per port (simple_switch --priority-queues)")
     parser.add_argument("--log-dir", default=None)
+    parser.add_argument("--all", action="store_true", help="every module of tests/ptf")
     parser.add_argument("specs", nargs="*", help="PTF test specs (module, module.Class, group)")
     args = parser.parse_args(argv)
     if args.cpu_port is not None and args.cpu_port < 0:
         args.cpu_port = None
+    if args.all:
+        return run_all(args)
     try:
         return run(args)
     except (NetLabError, ToolchainError, ValueError) as exc:

@@ -6,6 +6,7 @@ imports p4sim, so the same code drives real p4c-bm2-ss and simple_switch_grpc.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,18 @@ def resolve_target(target: str | None) -> str:
             "target bmv2 needs simple_switch_grpc and p4c-bm2-ss on PATH; use --target embedded"
         )
     return target
+
+
+def p4c_env() -> dict[str, str]:
+    """The environment for p4c-bm2-ss. A relocated p4c build (the prebuilt toolchain that
+    ../shared/toolchains/activate.sh unpacks into $P4LANG_HOME) does not find its own p4include
+    (it looks under its configure-time prefix), so point P4C_16_INCLUDE_PATH there."""
+    env = dict(os.environ)
+    home = env.get("P4LANG_HOME")
+    inc = Path(home, "share", "p4c", "p4include") if home else None
+    if inc is not None and inc.is_dir():
+        env.setdefault("P4C_16_INCLUDE_PATH", str(inc))
+    return env
 
 
 def _p4sim() -> list[str]:
@@ -70,7 +83,8 @@ def compile_p4(
         argv += ["-I", str(inc)]
     for d in defines:
         argv += ["-D", d]
-    proc = subprocess.run(argv, capture_output=True, text=True)
+    proc = subprocess.run(argv, capture_output=True, text=True,
+                          env=p4c_env() if target == "bmv2" else None)
     if proc.returncode != 0:
         raise ToolchainError((proc.stderr or proc.stdout).strip())
     return json_path, p4info_path

@@ -27,6 +27,7 @@ class FabricNet:
     json_path: str | None
     run_dir: Path
     pcap: bool = False
+    switch_log: bool = False
     priority_queues: int = 2
     tag: str = field(default_factory=lambda: secrets.token_hex(2))
     grpc_base: int = GRPC_BASE
@@ -58,6 +59,7 @@ class FabricNet:
                 device_id=sw.device_id, grpc_port=self.grpc_base + sw.device_id,
                 thrift_port=self.thrift_base + sw.device_id, json_path=self.json_path,
                 priority_queues=self.priority_queues, log_dir=log_dir,
+                switch_log=self.switch_log,
                 pcap_dir=str(self.run_dir / "pcap" / sw.name) if self.pcap else None,
             )
         for host in self.topo.hosts.values():

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from topologies.validity import queue_drops_measured, retransmission_totals
+
 
 @dataclass
 class RunMetrics:
@@ -59,9 +61,16 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
     s["fct_p99_s"] = percentile(fcts, 99)
     s["slowdown_p50"] = percentile(slowdowns, 50)
     s["slowdown_p99"] = percentile(slowdowns, 99)
-    s["cells_dropped"] = sum(d.get("queue_drops", 0) for d in m.drops.values())
+    retx, sent = retransmission_totals(m.flows)
+    s["retransmitted_cells"], s["cells_sent"] = retx, sent
+    s["duplicate_cells"] = sum(int(r.get("duplicates", 0)) for r in m.reorder.values())
+    if queue_drops_measured(m.drops):
+        s["cells_dropped"] = sum(d.get("queue_drops", 0) for d in m.drops.values())
+    else:
+        # No queue-drop counter (BMv2): 0 only when the hosts prove it (nothing retransmitted).
+        s["cells_dropped"] = 0 if m.flows and retx == 0 else None
     s["peak_queue_depth"] = max((max((v for _, v in samples), default=0)
-                                 for samples in m.queues.values()), default=0)
+                                 for samples in m.queues.values()), default=None)
     reorder = [r.get("max_depth", 0) for r in m.reorder.values()]
     s["max_reorder_depth"] = max(reorder, default=0)
     if m.steps:
@@ -195,8 +204,12 @@ def format_summary(m: RunMetrics) -> str:
         ("messages completed", f"{s['messages_completed']}/{s['messages_total']}"),
         ("message time p50 / p99", f"{_ms(s['fct_p50_s'])} / {_ms(s['fct_p99_s'])}"),
         ("slowdown vs ideal p50 / p99", f"{_x(s['slowdown_p50'])} / {_x(s['slowdown_p99'])}"),
-        ("cells dropped at switches", str(s["cells_dropped"])),
-        ("peak queue depth (packets)", str(s["peak_queue_depth"])),
+        ("cells dropped at switches", _known(s["cells_dropped"], "unknown (no queue-drop "
+                                             "counter on this target)")),
+        ("peak queue depth (packets)", _known(s["peak_queue_depth"], "unknown (not sampled)")),
+        ("cells retransmitted", f"{s['retransmitted_cells']}"
+         + (f" of {s['cells_sent']} sent ({100 * s['retransmitted_cells'] / s['cells_sent']:.1f}%)"
+            if s.get("cells_sent") else "") + f", {s['duplicate_cells']} duplicates received"),
         ("max reorder depth (cells)", str(s["max_reorder_depth"])),
     ]
     util = s.get("link_utilization") or busiest_link_utilization(m)
@@ -225,6 +238,10 @@ def format_summary(m: RunMetrics) -> str:
     else:
         lines.append("  run valid: every switch kept up with its configured rates")
     return "\n".join(lines)
+
+
+def _known(v: object, unknown: str) -> str:
+    return unknown if v is None else str(v)
 
 
 def _ms(v: float) -> str:

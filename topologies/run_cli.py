@@ -62,6 +62,9 @@ def run_main(argv: list[str]) -> int:
     ap.add_argument("--fail", action="append", default=[], metavar="LINK@T[:T_UP]",
                     help="bring a link down at T seconds into the workload (and up at T_UP)")
     ap.add_argument("--pcap", action="store_true", help="per-port pcaps under the run folder")
+    ap.add_argument("--switch-log", action="store_true",
+                    help="switch packet logs under the run folder (BMv2: info level, at most "
+                         "50 MB per switch); off by default, as they slow BMv2 20-36x")
     ap.add_argument("--results", default="results", help="results folder (default results/)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--step-timeout", type=float, default=120.0)
@@ -84,6 +87,7 @@ def run_main(argv: list[str]) -> int:
             f"%Y%m%d-%H%M%S-{topo.name}-{args.workload}-{topo.fabric.spray}-{topo.fabric.cc}")
         cfg = RunConfig(topo=topo, target=target, workload=workload, cc=topo.fabric.cc,
                         run_dir=run_dir, events=events, pcap=args.pcap,
+                        switch_log=args.switch_log,
                         step_timeout_s=args.step_timeout)
         metrics, path = execute(cfg)
     except (TopologyError, WorkloadError, ToolchainError, ValueError, RunError,

@@ -34,3 +34,31 @@ def service_problems(stats: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> li
                     reasons.append(f"{switch} port {port}: served {measured:.0f} pps while "
                                    f"backlogged, configured {rate} pps")
     return reasons
+
+
+def retransmission_totals(flows: Mapping[str, Mapping[str, Any]]) -> tuple[int, int | None]:
+    """(cells retransmitted, cells sent; None if a sender did not say) over every flow."""
+    retx = sum(int(f.get("retransmits") or 0) for f in flows.values())
+    sent = [f.get("cells_sent") for f in flows.values()]
+    return retx, (sum(int(s) for s in sent) if sent and None not in sent else None)
+
+
+def queue_drops_measured(drops: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether every switch reported its queue (tail) drops; BMv2 has no such counter."""
+    return bool(drops) and all("queue_drops" in d for d in drops.values())
+
+
+def loss_problems(target: str, drops: Mapping[str, Mapping[str, Any]],
+                  flows: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Where the switches cannot count their queue drops (BMv2), the hosts' retransmissions are
+    the only evidence of loss: any makes the drop figure unknown, and a switch that cannot keep
+    up (drops frames, or delays and reorders them into spurious retransmissions) looks the same
+    as congestion, so the run cannot be trusted."""
+    if queue_drops_measured(drops):
+        return []
+    retx, sent = retransmission_totals(flows)
+    if not retx:
+        return []
+    share = f" ({100 * retx / sent:.1f}% of {sent} cells sent)" if sent else ""
+    return [f"{retx} cells retransmitted{share} and the {target} switches count no queue drops: "
+            "congestion loss cannot be told from a switch that did not keep up"]

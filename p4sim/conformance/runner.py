@@ -3,7 +3,7 @@
 Outcomes: ``pass``; ``fail`` (frames differ from the expectations); ``compile-error`` (the
 compiler rejected the program); ``load-error`` (the switch refused the pipeline);
 ``error`` (an STF line the program or the switch refused: an unknown table, a rejected entry);
-``timeout``. Comparison follows p4c's BMv2 driver: the switch has one interface per port that
+``crash`` (the switch process died: BMv2 does not validate its JSON); ``timeout``. Comparison follows p4c's BMv2 driver: the switch has one interface per port that
 a packet or an expect names; on each, the frames out must be exactly the expected ones in order
 (``expect PORT`` without data leaves that port unchecked); frames to other ports are lost.
 """
@@ -34,7 +34,7 @@ TARGETS = {
     "mixed-p4c-on-p4sim": ("p4c", "p4sim"),
     "mixed-p4sim-on-bmv2": ("p4sim", "bmv2"),
 }
-STATUSES = ("pass", "fail", "compile-error", "load-error", "error", "timeout")
+STATUSES = ("pass", "fail", "crash", "compile-error", "load-error", "error", "timeout")
 
 
 @dataclass
@@ -163,8 +163,16 @@ def run_test(p4: Path, stf_path: Path, target: str) -> Result:
                 client.set_pipeline(info, device_json)
             except P4RuntimeError as e:
                 raise _Stop("load-error", str(e)) from None
-            _execute(stf, sw, client, Translator(info), result)
+            try:
+                _execute(stf, sw, client, Translator(info), result)
+            except _Stop as e:
+                dead = sw.died()
+                raise _Stop("crash", f"{dead} at {e.reason}") if dead else e from None
             result.details = compare(stf, sw.outputs())
+            dead = sw.died()
+            if dead:
+                raise _Stop("crash", f"{dead} after {result.frames_sent} frames sent; "
+                            + (result.details[0] if result.details else "outputs as expected"))
             result.status = "fail" if result.details else "pass"
             result.reason = result.details[0] if result.details else ""
     except _Stop as e:

@@ -45,6 +45,14 @@ def input_body(gen: Gen, inputs: list[Any], where: str) -> list[str]:
             inst = gen.p.header(value[0], where)
             if group and group[0][0] is not inst:
                 flush()
+            if info.width == 0 and inst.vl_slot is not None:
+                # A varbit field counts with its current length (BMv2 packs its bytes as
+                # extracted, e.g. IPv4 options in the header checksum).
+                flush()
+                lines.append(f"if F[{inst.valid_slot}]:")
+                lines.append(f"    _w = F[{inst.vl_slot}]; "
+                             f"_v = (_v << _w) | (F[{info.slot}] & ((1 << _w) - 1)); _n += _w")
+                continue
             group.append((inst, info))
             continue
         flush()
@@ -52,6 +60,10 @@ def input_body(gen: Gen, inputs: list[Any], where: str) -> list[str]:
             inst = gen.p.header(value, where)
             lines.append(f"if F[{inst.valid_slot}]:")
             for f in inst.fields:
+                if f.width == 0 and inst.vl_slot is not None:  # varbit: its current length
+                    lines.append(f"    _w = F[{inst.vl_slot}]; _v = (_v << _w) | "
+                                 f"(F[{f.slot}] & ((1 << _w) - 1)); _n += _w")
+                    continue
                 lines.append(f"    _v = (_v << {f.width}) | (F[{f.slot}] & {f.mask}); "
                              f"_n += {f.width}")
         elif kind == "hexstr":

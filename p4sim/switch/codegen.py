@@ -224,7 +224,9 @@ class Gen:
         raise ProgramError(f"{where}: unsupported operand type {kind!r}")
 
     def _op(self, e: Any, where: str) -> str:
-        if isinstance(e, dict) and "op" not in e and e.get("type") == "expression":
+        # p4c wraps a plain operand in an expression node too (e.g. extract_VL's length as
+        # {"type": "expression", "value": {"type": "hexstr", ...}}): evaluate the operand.
+        if isinstance(e, dict) and "op" not in e and "type" in e:
             return self.expr(e, where)
         op = e.get("op")
         left, right = e.get("left"), e.get("right")

@@ -48,9 +48,11 @@ class PcapWriter:
 
 
 def link_carrier(ifname: str) -> bool:
+    """Whether the port's link is up, as BMv2 decides it: the interface's operstate begins
+    with 'u' ("up", or "unknown" for devices without carrier reporting such as TUN)."""
     try:
-        with open(f"/sys/class/net/{ifname}/carrier") as f:
-            return f.read().strip() == "1"
+        with open(f"/sys/class/net/{ifname}/operstate") as f:
+            return f.read(1) == "u"
     except OSError:
         return False
 

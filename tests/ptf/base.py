@@ -90,6 +90,22 @@ class P4RuntimeTest(BaseTest):
     P4_DEFINES: ClassVar[tuple[str, ...]] = ()
     ELECTION_ID: ClassVar[tuple[int, int]] = (0, 1)
 
+    @staticmethod
+    def link_ifname(port: int) -> str:
+        """The interface that cuts port ``port``'s link (netlab.ptf_runner's ``link_ifaces``):
+        downing it drops the switch port's carrier, as a cable pulled at the far end, while the
+        switch's and PTF's own interfaces stay up."""
+        spec = str(testutils.test_params_get().get("link_ifaces", ""))
+        links = dict(item.split(":", 1) for item in spec.split(",") if ":" in item)
+        if str(port) not in links:
+            raise RuntimeError(f"no link_ifaces entry for port {port} (run via netlab.ptf_runner)")
+        return links[str(port)]
+
+    def set_link(self, port: int, up: bool) -> None:
+        """Pull (up=False) or plug back the cable of switch port ``port``."""
+        subprocess.run(["ip", "link", "set", "dev", self.link_ifname(port),
+                        "up" if up else "down"], check=True)
+
     def setUp(self) -> None:
         BaseTest.setUp(self)
         self.dataplane = ptf.dataplane_instance

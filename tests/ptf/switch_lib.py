@@ -11,7 +11,6 @@ base class; default 9090 on the gRPC host, simple_switch's and p4sim's default).
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -116,24 +115,6 @@ class SwitchTest(P4RuntimeTest):
     @staticmethod
     def ptf_ifname(port: int) -> str:
         return str(ptf.config["port_map"][(0, port)])
-
-
-def switch_ifname(ptf_ifname: str) -> str:
-    """The switch end of the veth whose PTF end is ``ptf_ifname``: the peer's ifindex is the
-    PTF end's ``iflink``, and both ends live in this (the runner's) namespace."""
-    net = Path("/sys/class/net")
-    peer_index = (net / ptf_ifname / "iflink").read_text().strip()
-    for dev in net.iterdir():
-        try:
-            if (dev / "ifindex").read_text().strip() == peer_index:
-                return dev.name
-        except OSError:
-            continue
-    raise LookupError(f"no interface with ifindex {peer_index} (peer of {ptf_ifname}) here")
-
-
-def set_link(ifname: str, up: bool) -> None:
-    subprocess.run(["ip", "link", "set", "dev", ifname, "up" if up else "down"], check=True)
 
 
 def crc16_arc(data: bytes) -> int:

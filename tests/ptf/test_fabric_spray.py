@@ -199,23 +199,49 @@ class AdaptiveAvoidsCongestedPort(SprayTest):
 
 
 class WatchPortFailover(SprayTest):
-    """A member whose watch_port goes down leaves the group at once: every cell still arrives,
-    on the other members; when the port comes back it is used again."""
+    """A member whose watch_port goes down leaves the group once the switch sees the link down
+    (BMv2 polls operstate every 200 ms, then PI deactivates the member; p4sim polls too): every
+    cell then arrives, on the other members; when the port comes back it is used again."""
 
     MODE = "spray"
+    PROBES = 16  # cells per probe burst (PSNs 1000+): some hash to every member
+
+    def _probe(self, round_: int) -> Counter:
+        cells = [roce_cell(1000 + 100 * round_ + i) for i in range(self.PROBES)]
+        for c in cells:
+            self.send(0, c)
+        return Counter(port for port, _ in self.collect(len(cells), timeout=1.0, settle=0.1))
+
+    def wait_port_skipped(self, port: int, limit: float = 10.0) -> None:
+        """Until a burst of probe cells all arrive (none is sent to the dead port)."""
+        deadline, n = time.monotonic() + limit, 0
+        while time.monotonic() < deadline:
+            n += 1
+            if sum(self._probe(n).values()) == self.PROBES:
+                return
+        self.fail(f"port {port}'s member still selected {limit:.0f} s after its link went down")
+
+    def wait_port_used(self, port: int, limit: float = 10.0) -> None:
+        deadline, n = time.monotonic() + limit, 50
+        while time.monotonic() < deadline:
+            n += 1
+            if self._probe(n)[port]:
+                return
+            time.sleep(0.1)
+        self.fail(f"port {port} not used again {limit:.0f} s after its link came back")
 
     def runTest(self) -> None:
         before = self.spray([roce_cell(psn) for psn in range(100)])
         self.assertEqual(set(before), set(PORTS))
         self.set_link(3, up=False)
         try:
-            time.sleep(1.0)  # carrier change reaches the switch
+            self.wait_port_skipped(3)
             during = self.spray([roce_cell(psn) for psn in range(100, 200)])
             self.assertEqual(during[3], 0)
             self.assertEqual(set(during), {0, 1, 2})
         finally:
             self.set_link(3, up=True)
-        time.sleep(1.0)
+        self.wait_port_used(3)
         after = self.spray([roce_cell(psn) for psn in range(200, 300)])
         self.assertGreater(after[3], 0, f"port 3 not used again: {after}")
         testutils.verify_no_other_packets(self)

@@ -11,9 +11,11 @@ selection written from BMv2's documented behaviour: CRC-16/ARC over the selector
 in key order (here 9 bytes: IPv4 src, protocol, UDP ports), modulo the number of active members,
 members ordered by handle (= insertion order here).
 
-Failover takes the *switch* end of port 2's veth administratively down (the runner's namespace
-holds both ends; the switch end is found as the PTF end's veth peer), so the switch sees the
-port's link go down as it would see a cable pulled (BMv2 reads operstate, p4sim the carrier).
+Failover pulls port 2's cable at the far end (netlab.ptf_runner's link interface, see
+``P4RuntimeTest.set_link``): the switch's port loses carrier and its operstate becomes
+lowerlayerdown, which BMv2 polls (every 200 ms) and reports to PI, whose watch-port enforcer
+deactivates the member; p4sim polls the same operstate. Downing the switch's own end instead
+stops real BMv2 receiving on every port (its single pcap thread blocks on the downed handle).
 
     python -m netlab.ptf_runner --ports 4 test_switch_selector
 """
@@ -24,7 +26,7 @@ from ptf import testutils
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
-from switch_lib import SwitchTest, crc16_arc, program, set_link, switch_ifname
+from switch_lib import SwitchTest, crc16_arc, program
 
 from controlplane.entities import (
     ActionProfileGroup,
@@ -136,12 +138,11 @@ class WatchPortFailover(SelectorTest):
 
     def setUp(self) -> None:
         super().setUp()
-        self.sw_if = switch_ifname(self.ptf_ifname(WATCHED))
         self.link_down = False
 
     def tearDown(self) -> None:
         if self.link_down:
-            set_link(self.sw_if, True)
+            self.set_link(WATCHED, True)
         super().tearDown()
 
     def runTest(self) -> None:
@@ -154,7 +155,7 @@ class WatchPortFailover(SelectorTest):
         self.assertTrue(on_watched, "some flow uses the watched member")
         probe = on_watched[0]
 
-        set_link(self.sw_if, False)
+        self.set_link(WATCHED, False)
         self.link_down = True
         self.wait_for(lambda: self.locate(probe) not in (None, WATCHED),
                       f"flow {probe} moves off port {WATCHED} after the link went down")
@@ -167,7 +168,7 @@ class WatchPortFailover(SelectorTest):
             if port != WATCHED:
                 self.assertIn(port, set(during.values()), f"port {port} still used")
 
-        set_link(self.sw_if, True)
+        self.set_link(WATCHED, True)
         self.link_down = False
         self.wait_for(lambda: self.locate(probe) == WATCHED,
                       f"flow {probe} returns to port {WATCHED} after the link came up")

@@ -85,3 +85,30 @@ def test_service_problems_flags_starved_ports_only() -> None:
     assert len(reasons) == 2
     assert reasons[0].startswith("l1 port 1: kernel dropped 7 frames")
     assert reasons[1].startswith("s1 port 2: served 600 pps")
+
+
+def test_bmv2_unmeasured_figures_are_unknown_and_retransmissions_invalidate() -> None:
+    """BMv2 counts no queue drops: the report must not print 0 for them, and host-side
+    retransmissions then make the run invalid (congestion cannot be told from a switch that
+    fell behind); with no retransmission at all, no cell was lost."""
+    from topologies.validity import loss_problems
+
+    m = _metrics()
+    m.drops = {"s1": {"l2_miss": 2}, "l1": {"ecn_marks": 4}}  # what BMv2's counters give
+    m.queues = {}
+    m.flows["h1->h3"].update(retransmits=21, cells_sent=2048)
+    m.reorder["h3"]["duplicates"] = 5
+    s = summarize(m)
+    assert s["cells_dropped"] is None and s["peak_queue_depth"] is None
+    assert (s["retransmitted_cells"], s["cells_sent"], s["duplicate_cells"]) == (21, 2048, 5)
+    text = format_summary(m)
+    assert "cells dropped at switches    unknown" in text
+    assert "21 of 2048 sent (1.0%), 5 duplicates" in text
+    reasons = loss_problems("bmv2", m.drops, m.flows)
+    assert len(reasons) == 1 and reasons[0].startswith("21 cells retransmitted (1.0% of 2048")
+    m.flows["h1->h3"]["retransmits"] = 0
+    assert summarize(m)["cells_dropped"] == 0 and loss_problems("bmv2", m.drops, m.flows) == []
+    # where queue drops are counted (p4sim), retransmissions are explained by them
+    m.drops = {"s1": {"queue_drops": 3}}
+    m.flows["h1->h3"]["retransmits"] = 9
+    assert loss_problems("embedded", m.drops, m.flows) == []

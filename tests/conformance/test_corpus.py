@@ -1,0 +1,59 @@
+"""p4c's v1model STF corpus (../shared/conformance/p4c-stf) through `p4sim conformance`.
+
+Each target has a checked-in list of known failures with their reasons
+(``expected-TARGET.json``); a test failing that is not listed fails here, and a listed one that
+now passes is reported as a warning (regenerate the list: ``make conformance-expected``).
+Without ../shared (a user's machine) the corpus is absent and the tests skip; the real-BMv2 mix
+runs only when the p4lang toolchain is on PATH. Time budget: embedded ~1-2 min, p4sim's JSON on
+real BMv2 ~4-6 min (both measured on the 2-core CI machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("CELLFABRIC_SHARED", REPO.parent / "shared"))
+CORPUS = SHARED / "conformance" / "p4c-stf" / "p4_16_samples"
+HERE = Path(__file__).parent
+
+
+def _run(target: str, tmp_path: Path) -> None:
+    if not CORPUS.is_dir():
+        pytest.skip(f"conformance corpus not found at {CORPUS}: skipped")
+    expected = HERE / f"expected-{target}.json"
+    out_json = tmp_path / f"{target}.json"
+    argv = [sys.executable, "-m", "p4sim.cli", "conformance", str(CORPUS), "-q",
+            "--target", target, "--expected", str(expected), "--json", str(out_json)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
+    lines = proc.stdout.splitlines()
+    for line in lines:
+        if line.startswith("now passing"):
+            warnings.warn(f"{target}: {line}", stacklevel=1)
+    summary = next((ln for ln in reversed(lines) if " tests: " in ln), proc.stdout[-500:])
+    new = [ln for ln in lines if ln.startswith("NEW FAILURE")]
+    assert proc.returncode == 0, (f"{target}: {summary}\n" + "\n".join(new)
+                                  + ("" if new else proc.stdout[-3000:] + proc.stderr[-3000:]))
+    counts = json.loads(out_json.read_text())["counts"]
+    listed = json.loads(expected.read_text())["passed"]
+    # The expected file's pass count is a floor: fewer passes is a regression even if every
+    # failing test happens to be listed.
+    assert counts["pass"] >= listed, f"{target}: {counts['pass']} pass, expected >= {listed}"
+
+
+def test_corpus_on_embedded(tmp_path: Path) -> None:
+    _run("embedded", tmp_path)
+
+
+@pytest.mark.skipif(not (shutil.which("simple_switch_grpc") and os.geteuid() == 0),
+                    reason="real BMv2 (simple_switch_grpc) not on PATH or not root")
+def test_corpus_p4sim_json_on_real_bmv2(tmp_path: Path) -> None:
+    _run("mixed-p4sim-on-bmv2", tmp_path)

@@ -4,7 +4,12 @@ manager; on BMv2, fabric.p4's port_qdepth register read with simple_switch_CLI).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
+import re
+import select
+import subprocess
 import threading
 import time
 from collections import defaultdict
@@ -20,6 +25,54 @@ DROP_COUNTER = "drop_counter"
 ECN_MARKS = "MyEgress.ecn.ecn_marks"
 DROP_REASONS = {1: "no_route", 2: "isolation", 3: "ttl", 4: "bad_packet", 5: "l2_miss",
                 6: "acl", 7: "same_port", 8: "no_collector"}
+
+QDEPTH_REGISTER = "port_qdepth"
+
+
+class _CliSession:
+    """One long-lived simple_switch_CLI (a fresh one per sample would cost ~0.3 s of CPU)."""
+
+    def __init__(self, thrift_port: int) -> None:
+        self.proc = subprocess.Popen(["simple_switch_CLI", "--thrift-port", str(thrift_port)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, bufsize=0)
+        assert self.proc.stdout is not None
+        self.fd = self.proc.stdout.fileno()
+        os.set_blocking(self.fd, False)
+
+    def register_read(self, name: str, timeout: float = 3.0) -> list[int] | None:
+        """Every cell of register array ``name``, or None if the CLI did not answer."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(f"register_read {name}\n".encode())
+        except OSError:
+            return None
+        pattern = re.compile(rb"%s= ?([-0-9, ]*)\n" % re.escape(name.encode()))
+        buf, end = b"", time.monotonic() + timeout
+        while time.monotonic() < end:
+            ready, _, _ = select.select([self.fd], [], [], 0.05)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    return None
+                buf += chunk
+                m = pattern.search(buf)
+                if m:
+                    return [int(x) for x in m.group(1).split(b",") if x.strip()]
+        return None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 class FabricMonitor:
@@ -40,6 +93,7 @@ class FabricMonitor:
         self._thread: threading.Thread | None = None
         self.ports = {sw: sorted(lk.a_port if lk.a == sw else lk.b_port
                                  for lk in topo.links_of(sw)) for sw in topo.switches}
+        self._cli: dict[str, _CliSession] = {}  # BMv2 switches: queue depth via the CLI
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="fabric-monitor", daemon=True)
@@ -49,6 +103,26 @@ class FabricMonitor:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=10)
+        for cli in self._cli.values():
+            cli.close()
+        self._cli.clear()
+
+    def _depths(self, name: str, admin: SwitchAdmin) -> dict[int, int] | None:
+        """Queue depth per port: p4sim's traffic manager, or on BMv2 (no stats command)
+        fabric.p4's port_qdepth register, the deq_qdepth of the latest packet per port."""
+        if admin.target == "bmv2":
+            if name not in self._cli:
+                self._cli[name] = _CliSession(admin.thrift_port)
+            cells = self._cli[name].register_read(QDEPTH_REGISTER)
+            if cells is None:
+                raise RuntimeError(f"{name}: simple_switch_CLI register_read "
+                                   f"{QDEPTH_REGISTER}: no answer")
+            return {p: cells[p] for p in self.ports.get(name, ()) if p < len(cells)}
+        stats = admin.stats()
+        if stats is None:
+            return None
+        return {int(p): int(st["queue_depth"]) for p, st in stats.get("ports", {}).items()
+                if "queue_depth" in st}
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -76,12 +150,8 @@ class FabricMonitor:
         elif self.first_traffic is None and total - self._baseline > 20:
             self.first_traffic = now
         for name, admin in self.admins.items():
-            stats = admin.stats()
-            if stats is None:
-                continue
-            for port, st in stats.get("ports", {}).items():
-                if "queue_depth" in st and int(port) in self.ports.get(name, ()):
-                    self.depth[(name, int(port))].append((now, int(st["queue_depth"])))
+            for port, depth in (self._depths(name, admin) or {}).items():
+                self.depth[(name, port)].append((now, depth))
 
     # -- derived --------------------------------------------------------------------------------
     def rates(self, switch: str, port: int) -> list[tuple[float, float]]:

@@ -328,9 +328,6 @@ class FabricRun:
         if self.fabric is not None:
             with contextlib.suppress(Exception):
                 self.fabric.close()
-        for admin in self.admins.values():
-            with contextlib.suppress(Exception):
-                admin.close()
         if self.fnet is not None:
             self.fnet.stop()
 

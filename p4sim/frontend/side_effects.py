@@ -111,6 +111,20 @@ def _subexprs(e: A.Expr) -> list[A.Expr]:
     return []
 
 
+def _runtime_index_written(c: A.Call, params: list[A.Param]) -> bool:
+    """An out/inout argument like `s[i].f`: its index is fixed at the call, before the body
+    (which may change i) runs."""
+    for a, p in zip(c.args, params):
+        e = a.expr
+        if e is None or p.direction not in ("out", "inout"):
+            continue
+        while isinstance(e, (A.Member, A.Slice, A.Index)):
+            if isinstance(e, A.Index) and e.index.const is None:
+                return True
+            e = e.expr
+    return False
+
+
 def _storable(t: Any) -> bool:
     return isinstance(t, (T.BitT, T.EnumT, T.NewT, T.StructT, T.StackT, T.VarbitT)) or t in (
         T.BOOL, T.ERROR)
@@ -206,7 +220,9 @@ class SideEffectOrdering:
             else:
                 s.init = self.value(rhs, pre, keep_call=True)
         elif isinstance(s, A.CallStmt):
-            self.call_args(s.call, pre)
+            if s.call.args and (any(_has_effects(a.expr) for a in s.call.args)
+                                or _runtime_index_written(s.call, self.params_of(s.call))):
+                self.call_args(s.call, pre)
         elif isinstance(s, A.If):
             if not is_table_outcome(s.cond):
                 s.cond = self.value(s.cond, pre)

@@ -243,7 +243,8 @@ class FabricRun:
             m.drops[name] = drops
         m.run["invalid_reasons"] = service_problems(service)
         self._collect_hosts(m)
-        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows)
+        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows,
+                                                  link_failures=bool(cfg.events))
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}
         if len(cfg.workload.steps) > 1:

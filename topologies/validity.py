@@ -51,7 +51,8 @@ def queue_drops_measured(drops: Mapping[str, Mapping[str, Any]]) -> bool:
 
 
 def loss_problems(target: str, drops: Mapping[str, Mapping[str, Any]],
-                  flows: Mapping[str, Mapping[str, Any]]) -> list[str]:
+                  flows: Mapping[str, Mapping[str, Any]], link_failures: bool = False
+                  ) -> list[str]:
     """Where the switches cannot count their queue drops (BMv2), the hosts' retransmissions are
     the only evidence of loss: any makes the drop figure unknown, and a switch that cannot keep
     up (drops frames, or delays and reorders them into spurious retransmissions) looks the same
@@ -61,6 +62,8 @@ def loss_problems(target: str, drops: Mapping[str, Mapping[str, Any]],
         return []
     share = f" ({100 * retx / sent:.1f}% of {sent} cells sent)" if sent else ""
     if queue_drops_measured(drops):
+        if link_failures:
+            return []  # cells lost on a failed link are no queue drops, and are resent
         # Each cell a switch dropped costs about one retransmission (SACK); many more than
         # that means cells were lost or delayed outside the switches' queues (a host or the
         # kernel fell behind) and the transport resent them.

@@ -117,3 +117,4 @@ def test_bmv2_unmeasured_figures_are_unknown_and_retransmissions_invalidate() ->
     (reason,) = loss_problems("embedded", m.drops, m.flows)
     assert reason.startswith("31 cells retransmitted (1.5% of 2048 cells sent) but the "
                              "switches dropped only 3")
+    assert loss_problems("embedded", m.drops, m.flows, link_failures=True) == []

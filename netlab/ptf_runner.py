@@ -149,6 +149,7 @@ def module_setting(path: Path, name: str, default: str) -> str:
 def run_all(args: argparse.Namespace) -> int:
     failed: list[str] = []
     modules = sorted(PTF_DIR.glob("test_*.py"))
+    logs = Path(args.log_dir or tempfile.mkdtemp(prefix="cf-ptf-all-"))
     for module in modules:
         dut = module_setting(module, "DUT", "switch")
         print(f"== PTF {module.stem} (dut {dut if dut != 'switch' else args.target or 'default'})",
@@ -156,7 +157,7 @@ def run_all(args: argparse.Namespace) -> int:
         sub = argparse.Namespace(**vars(args))
         sub.dut, sub.ports, sub.specs = dut, int(module_setting(module, "PTF_PORTS", "4")), \
             [module.stem]
-        sub.log_dir = None
+        sub.log_dir = str(logs / module.stem)
         try:
             rc = run(sub)
         except (NetLabError, ToolchainError, ValueError) as exc:
@@ -165,7 +166,7 @@ def run_all(args: argparse.Namespace) -> int:
         if rc != 0:
             failed.append(module.stem)
     print(f"PTF: {len(modules)} modules, {len(modules) - len(failed)} passed"
-          + (f", failed: {', '.join(failed)}" if failed else ""))
+          + (f", failed: {', '.join(failed)}" if failed else "") + f"; logs in {logs}")
     return 1 if failed else 0
 
 

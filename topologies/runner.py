@@ -292,7 +292,8 @@ class FabricRun:
                            "links": linkload.link_totals(topo, self.load_before,
                                                          self.load_after)}
         self._collect_hosts(m)
-        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows)
+        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows,
+                                                  link_failures=bool(cfg.events))
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}
         if len(cfg.workload.steps) > 1:

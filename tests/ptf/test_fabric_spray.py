@@ -222,10 +222,12 @@ class WatchPortFailover(SprayTest):
         self.fail(f"port {port}'s member still selected {limit:.0f} s after its link went down")
 
     def wait_port_used(self, port: int, limit: float = 10.0) -> None:
+        """Until a burst of probe cells all arrive and some of them on ``port``."""
         deadline, n = time.monotonic() + limit, 50
         while time.monotonic() < deadline:
             n += 1
-            if self._probe(n)[port]:
+            got = self._probe(n)
+            if got[port] and sum(got.values()) == self.PROBES:
                 return
             time.sleep(0.1)
         self.fail(f"port {port} not used again {limit:.0f} s after its link came back")

@@ -166,12 +166,16 @@ class V1Model:
         C.instance_type = G[self.s_it] = instance_type
         return C
 
-    def _clone_i2e(self, P: Packet, F: list[int]) -> None:
+    def _clone_session(self, P: Packet,
+                       F: list[int]) -> tuple[CloneSession | None, list[tuple[int, int]]]:
+        """The clone session the packet asked for (None: no such session) and the values of
+        the field list it preserves."""
         session = self.clones.get(P.clone_session)  # type: ignore[arg-type]
-        if session is None:
-            return
-        preserved = self._preserve(F, P.clone_fl)
-        for r in session.replicas:
+        return session, (self._preserve(F, P.clone_fl) if session is not None else [])
+
+    def _clone_i2e(self, P: Packet, F: list[int]) -> None:
+        session, preserved = self._clone_session(P, F)
+        for r in session.replicas if session is not None else ():
             G = self.template[:]
             C = Packet(G, P.original, P.ingress_port)
             C.instance_type = INGRESS_CLONE
@@ -220,11 +224,8 @@ class V1Model:
     # -- egress ------------------------------------------------------------------------------
 
     def _clone_e2e(self, P: Packet, F: list[int]) -> None:
-        session = self.clones.get(P.clone_session)  # type: ignore[arg-type]
-        if session is None:
-            return
-        preserved = self._preserve(F, P.clone_fl)
-        for r in session.replicas:
+        session, preserved = self._clone_session(P, F)
+        for r in session.replicas if session is not None else ():
             # Headers as they are at the end of egress; metadata starts afresh (as BMv2 resets
             # it) except the preserved field list.
             G = F[:]

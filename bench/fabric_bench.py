@@ -40,7 +40,7 @@ from controlplane.topogen import generate  # noqa: E402
 from controlplane.topology import Topology, load_topology  # noqa: E402
 from topologies.report import RunMetrics, goodput_fraction  # noqa: E402
 from topologies.run_cli import parse_fail  # noqa: E402
-from topologies.runner import RunConfig, execute  # noqa: E402
+from topologies.runner import RunConfig, RunError, execute  # noqa: E402
 from topologies.workloads import (  # noqa: E402
     Step,
     Transfer,
@@ -69,7 +69,14 @@ def run(t: Topology, workload, tag: str, events=()) -> RunMetrics:
                     run_dir=RESULTS / "runs" / f"{time.strftime('%H%M%S')}-{tag}",
                     events=list(events), progress=False, step_timeout_s=180)
     print(f"-- {tag}", flush=True)
-    metrics, _ = execute(cfg)
+    try:
+        metrics, _ = execute(cfg)
+    except RunError as exc:
+        # e.g. another fabric on this machine took a port between the check and the bind:
+        # once more, in a fresh run folder
+        print(f"   {tag}: {exc}; running it again", flush=True)
+        cfg.run_dir = cfg.run_dir.with_name(cfg.run_dir.name + "-again")
+        metrics, _ = execute(cfg)
     return metrics
 
 
@@ -258,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     previous = RESULTS / "fabric.json"
     if args.only != ap.get_default("only") and previous.exists():
         # a partial run keeps the other scenarios' last results (and says when they were taken)
-        results = {**json.loads(previous.read_text()), "machine": machine()}
+        # (the header figures, machine and duration, stay those of the last full run)
+        results = json.loads(previous.read_text())
     start = time.time()
     for name in args.only.split(","):
         if name not in benches:
@@ -268,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = benches[name](args.quick)
         results.setdefault("measured", {})[name] = time.strftime("%Y-%m-%d %H:%M")
     results["verdicts"] = verdicts(results)
-    results["duration_s"] = time.time() - start
+    if args.only == ap.get_default("only"):
+        results["duration_s"] = time.time() - start
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "fabric.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     print(json.dumps(results["verdicts"], indent=1, default=str))

@@ -55,8 +55,8 @@ def test_core_switch_failure_reroutes_and_loses_no_message(tmp_path: Path) -> No
     assert sum(f["retransmits"] for f in m.flows.values()) > 0
 
 
-def test_agg_core_link_failure_with_dual_homed_hosts_loses_no_message(tmp_path: Path) -> None:
-    m = _run_with_failure("a11-c1@0.5", tmp_path, cc="credit", name="fat-tree-dual")
+def test_agg_core_link_failure_with_dual_homed_hosts_and_hpcc_loses_no_message(tmp_path: Path) -> None:
+    m = _run_with_failure("a11-c1@0.5", tmp_path, cc="hpcc", name="fat-tree-dual")
     assert m.summary["messages_completed"] == m.summary["messages_total"] == 32
     (failure,) = m.run["failures"]
     assert failure["links"] == ["a11-c1"] and failure["reroute_s"] is not None

@@ -9,6 +9,7 @@ switch survives, and its memory grows by less than 10% over the fuzz run.
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 import time
@@ -40,6 +41,7 @@ from controlplane.entities import CounterEntry
 from netlab.hosts import NetLab
 from netlab.targets import compile_p4
 
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="veths and namespaces need root")
 ROOT = Path(__file__).resolve().parents[2]
 
 ROUNDS = 5  # the valid cells are sent this many times during the fuzz run

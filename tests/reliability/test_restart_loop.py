@@ -15,6 +15,7 @@ reconciled; nothing leaks (NetLab removes namespaces, veths and processes by nam
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ from controlplane.errors import ControlPlaneError
 from hosts.cells import message_bytes, message_crc
 from netlab.hosts import NetLab, wait_until
 
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="veths and namespaces need root")
 ROOT = Path(__file__).resolve().parents[2]
 
 PY = sys.executable

@@ -186,3 +186,23 @@ def test_bad_spec_gets_one_line(tmp_path):
     proc = run_sweep(spec, tmp_path / "out")
     assert proc.returncode == 2 and "axes.seed: expected a non-empty list" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_second_sweep_in_the_same_folder_is_refused(tmp_path):
+    hold = tmp_path / "go"
+    spec = write_spec(tmp_path / "s.yaml", {"options": {"hold": str(hold)},
+                                             "axes": {"seed": [1]}})
+    res = tmp_path / "out"
+    first = subprocess.Popen(sweep_cmd(spec, res), stdout=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: any(res.glob("tasks/*/pid")))
+        second = run_sweep(spec, res)
+        assert second.returncode == 2
+        assert f"another sweep (pid {first.pid}) is running" in second.stderr
+        hold.write_text("")
+        first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0

@@ -38,7 +38,7 @@ test-e2e:
 
 bench:  ## benchmarks: ratios measured side by side; results in bench/results and the README
 	@mkdir -p bench/results
-	@for b in compiler switch controlplane hosts fabric; do \
+	@for b in compiler switch controlplane hosts sweep fabric; do \
 	  echo "== bench/$${b}_bench.py"; \
 	  $(BIN)/python bench/$${b}_bench.py | tee bench/results/$$b.txt || exit 1; done
 	$(BIN)/python bench/make_table.py

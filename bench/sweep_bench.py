@@ -2,11 +2,12 @@
 processes and on a real Dask cluster on loopback (a scheduler and 1 or 2 worker processes), and
 the scheduler's overhead per task.
 
-    python bench/sweep_bench.py [--task sim|cpu] [--tasks 16]
+    python bench/sweep_bench.py [--task cpu|sim|auto] [--tasks 16]
 
-Tasks: `--task sim` runs small `cellfabric sim` commands (the default when a probe sim finishes
-in time); `--task cpu` a fixed amount of pure-Python work per task, written as a metrics.json,
-so the figures do not depend on the simulator. The scheduler's overhead per task: 16 no-op
+Tasks: `--task cpu` (default) a fixed amount of pure-Python work per task (about a second),
+written as a metrics.json, so the figures measure the executors and not the simulator;
+`--task sim` small `cellfabric sim` commands (leaf-spine, one 8 KiB message per host); `auto`
+sim when a probe sim finishes within 120 s, else cpu. The scheduler's overhead per task: 16 no-op
 tasks (each starts Python, writes its metrics.json and exits) on 1 worker, wall / tasks on the
 Dask cluster minus the same on local processes: what the scheduler path adds to each task.
 Wall times on this shared 2-core machine move with other load; the ratios are measured side
@@ -103,7 +104,7 @@ def measure(kind: str, tasks: int, work: int, tmp: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--task", choices=("auto", "sim", "cpu"), default="auto")
+    ap.add_argument("--task", choices=("cpu", "sim", "auto"), default="cpu")
     ap.add_argument("--tasks", type=int, default=16)
     ap.add_argument("--work", type=int, default=3_000_000, help="cpu task: loop iterations")
     args = ap.parse_args(argv)

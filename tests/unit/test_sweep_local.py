@@ -206,3 +206,18 @@ def test_second_sweep_in_the_same_folder_is_refused(tmp_path):
             first.kill()
             first.wait()
     assert first.returncode == 0
+
+
+def test_plots_take_seeds_with_equal_figures(tmp_path):
+    from topologies.sweep.results import write_plots
+    from topologies.sweep.spec import PlotSpec
+
+    # three seeds with the same figure: (0.1 + 0.1 + 0.1) / 3 rounds above 0.1, which must not
+    # become a negative error bar
+    assert (0.1 + 0.1 + 0.1) / 3 > 0.1
+    rows_ = [{"task": f"t{i}", "group": "g", "status": "ok", "spray": "spray", "load": 1,
+              "seed": i, "goodput_fraction": 0.1} for i in range(3)]
+    written, skipped = write_plots(rows_, [PlotSpec(x="load", y="goodput_fraction",
+                                                    series="spray")], tmp_path, ["spray", "load",
+                                                                                 "seed"])
+    assert len(written) == 1 and not skipped

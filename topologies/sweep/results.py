@@ -155,8 +155,9 @@ def write_plots(rows: list[dict[str, Any]], plots: list[PlotSpec], out_dir: Path
             xs = sorted(points, key=_sort_key)
             pos = [float(x) if numeric else xs_all.index(x) for x in xs]
             means = [sum(points[x]) / len(points[x]) for x in xs]
-            low = [m - min(points[x]) for m, x in zip(means, xs)]
-            high = [max(points[x]) - m for m, x in zip(means, xs)]
+            # max(0, ...): a mean of equal values can round a hair past them
+            low = [max(0.0, m - min(points[x])) for m, x in zip(means, xs)]
+            high = [max(0.0, max(points[x]) - m) for m, x in zip(means, xs)]
             ax.errorbar(pos, means, yerr=[low, high], marker="o", capsize=3, label=label)
         if not numeric:
             ax.set_xticks(range(len(xs_all)), [str(x) for x in xs_all])

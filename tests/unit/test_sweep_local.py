@@ -221,3 +221,24 @@ def test_plots_take_seeds_with_equal_figures(tmp_path):
                                                     series="spray")], tmp_path, ["spray", "load",
                                                                                  "seed"])
     assert len(written) == 1 and not skipped
+
+
+def test_plot_series_split_only_by_parameters_that_vary_within_a_point():
+    from topologies.sweep.results import plot_series
+    from topologies.sweep.spec import PlotSpec
+
+    def row(senders, topo, cc, seed, y, count=1):
+        return {"status": "ok", "group": "incast", "senders": senders, "topology": topo,
+                "cc": cc, "seed": seed, "count": count, "slowdown_p99": y}
+
+    rows_ = [row(4, "3x3", "none", 1, 1.0), row(4, "3x3", "none", 2, 3.0),
+             row(15, "4x4", "none", 1, 2.0), row(4, "3x3", "hpcc", 1, 1.5)]
+    plot = PlotSpec(x="senders", y="slowdown_p99", series="cc")
+    params = ["senders", "topology", "cc", "seed", "count"]
+    # the topology moves with the incast degree: one series per rate control
+    assert plot_series(rows_, plot, params) == {"none": {4: [1.0, 3.0], 15: [2.0]},
+                                                "hpcc": {4: [1.5]}}
+    # a second message count at the same point is another experiment: its own series
+    rows_.append(row(4, "3x3", "none", 1, 9.0, count=2))
+    assert set(plot_series(rows_, plot, params)) == {"none count=1", "none count=2",
+                                                     "hpcc count=1"}

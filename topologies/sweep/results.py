@@ -111,14 +111,18 @@ def _json_default(value: Any) -> Any:
 def plot_series(rows: list[dict[str, Any]], plot: PlotSpec, param_names: list[str]
                 ) -> dict[str, dict[Any, list[float]]]:
     """series label -> x -> the y of each seed, over the tasks that finished ok and have x, y
-    and series. Parameters other than x, series and the seed that vary among those tasks join
-    the series label, so no two different experiments share a point."""
+    and series. A parameter that still varies among tasks of one x and one series (other than
+    the seed) joins the series label, so no two different experiments share a point; one that
+    moves with x (an incast degree's topology and message size) does not."""
     usable = [r for r in rows if r.get("status") == "ok" and r.get(plot.x) is not None
               and (not plot.group or r.get("group") == plot.group)
               and r.get(plot.series) is not None and _number(r.get(plot.y)) is not None]
     skip = {plot.x, plot.y, plot.series, REPLICATE}
-    varying = [k for k in param_names if k not in skip
-               and len({json.dumps(r.get(k), default=str) for r in usable}) > 1]
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in usable:
+        cells[(json.dumps(r[plot.x], default=str), str(r[plot.series]))].append(r)
+    varying = [k for k in param_names if k not in skip and any(
+        len({json.dumps(r.get(k), default=str) for r in cell}) > 1 for cell in cells.values())]
     out: dict[str, dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in usable:
         label = " ".join([str(r[plot.series])] + [f"{k}={r.get(k)}" for k in varying])

@@ -62,7 +62,8 @@ def make_row(task: Any, record: dict[str, Any] | None, metrics: dict[str, Any] |
 
 def write_table(rows: list[dict[str, Any]], out_dir: Path) -> tuple[Path, Path]:
     """summary.jsonl (values as they are, nested dicts kept) and summary.csv (scalars; a dict of
-    numbers becomes its max and mean, say link_utilization_max)."""
+    numbers becomes its max and mean, say link_utilization_max; deeper nesting is left to the
+    JSON lines)."""
     jsonl = out_dir / "summary.jsonl"
     with open(jsonl, "w") as fh:
         for row in rows:
@@ -85,8 +86,9 @@ def _flatten(row: dict[str, Any]) -> dict[str, Any]:
     for key, value in row.items():
         if isinstance(value, dict):
             nums = [v for v in value.values() if isinstance(v, int | float) and _finite(v)]
-            out[f"{key}_max"] = max(nums) if nums else None
-            out[f"{key}_mean"] = sum(nums) / len(nums) if nums else None
+            if nums or not value:  # a dict of dicts stays in summary.jsonl only
+                out[f"{key}_max"] = max(nums) if nums else None
+                out[f"{key}_mean"] = sum(nums) / len(nums) if nums else None
         else:
             out[key] = value
     return out

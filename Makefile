@@ -24,7 +24,7 @@ run:  ## the main job: an emulated fabric on the embedded target, with a report
 	$(BIN)/cellfabric run $(TARGET_FLAG) $(RUN_ARGS)
 
 test:  ## everything CI runs: unit, PTF (each module a test) and Mininet e2e, one pytest run
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/ptfsuite tests/e2e
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/sim tests/ptfsuite tests/e2e
 
 test-unit:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit

@@ -44,3 +44,17 @@ def test_bad_options_are_one_line_errors(tmp_path: Path, capsys, args: list[str]
     err = capsys.readouterr().err.strip()
     assert err.startswith("cellfabric sim: error:") and needle in err
     assert len(err.splitlines()) == 1
+
+
+def test_a_failed_host_link_moves_a_dual_homed_host_without_losing_a_message(
+        tmp_path: Path) -> None:
+    assert sim_main(["dual-homed", "--size", "131072", "--count", "1", "--quiet",
+                     "--fail", "h1-l1@0.000005", "--results", str(tmp_path)]) == 0
+    (run_dir,) = list(tmp_path.iterdir())
+    data = json.loads((run_dir / "metrics.json").read_text())
+    assert data["summary"]["messages_completed"] == data["summary"]["messages_total"] == 4
+    failovers = [f for flow in data["flows"].values() for f in flow["failovers"]]
+    assert [f["reason"] for f in failovers] == ["link down"]
+    events = [e["event"] for e in data["run"]["events"]]
+    assert "link h1-l1 down (injected)" in events
+    assert any(e.startswith("link h1-l1 down: ") for e in events)  # the controller re-planned

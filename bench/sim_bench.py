@@ -13,7 +13,7 @@ the simulator's speed and the fabric's headline figures, each beside its baselin
 
 Every figure is virtual time, so it does not depend on this machine; only the speed section
 is wall-clock. Writes bench/results/sim.json. Usage:
-    python bench/sim_bench.py [--quick] [--only speed,utilization,incast,allreduce]
+    python bench/sim_bench.py [--quick] [--only speed,utilization,incast,allreduce] [--out F]
 """
 
 from __future__ import annotations
@@ -132,9 +132,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=",".join(SECTIONS))
+    ap.add_argument("--out", type=Path, default=RESULTS / "sim.json",
+                    help="results JSON (sections already in it are kept)")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / "sim.json"
+    path = args.out
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     results["machine"] = {"python": platform.python_version(), "date": time.strftime("%F"),
                           "quick": args.quick, "settings": SETTINGS.__dict__}

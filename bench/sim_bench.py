@@ -52,7 +52,7 @@ def hosts_of(t) -> list[str]:
 
 
 def sim(t, workload, tag: str, progress: bool = False) -> dict[str, Any]:
-    run_dir = RESULTS / "sim-runs" / tag
+    run_dir = ROOT / "results" / "sim-bench" / tag  # run folders: not part of the results
     cfg = SimConfig(topo=t, workload=workload, cc=t.fabric.cc, run_dir=run_dir,
                     settings=SETTINGS, progress=progress)
     m, _ = execute_sim(cfg)

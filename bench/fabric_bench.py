@@ -40,7 +40,7 @@ from controlplane.topogen import generate  # noqa: E402
 from controlplane.topology import Topology, load_topology  # noqa: E402
 from topologies.report import RunMetrics, goodput_fraction  # noqa: E402
 from topologies.run_cli import parse_fail  # noqa: E402
-from topologies.runner import RunConfig, execute  # noqa: E402
+from topologies.runner import RunConfig, RunError, execute  # noqa: E402
 from topologies.workloads import (  # noqa: E402
     Step,
     Transfer,
@@ -69,7 +69,14 @@ def run(t: Topology, workload, tag: str, events=()) -> RunMetrics:
                     run_dir=RESULTS / "runs" / f"{time.strftime('%H%M%S')}-{tag}",
                     events=list(events), progress=False, step_timeout_s=180)
     print(f"-- {tag}", flush=True)
-    metrics, _ = execute(cfg)
+    try:
+        metrics, _ = execute(cfg)
+    except RunError as exc:
+        # e.g. another fabric on this machine took a port between the check and the bind:
+        # once more, in a fresh run folder
+        print(f"   {tag}: {exc}; running it again", flush=True)
+        cfg.run_dir = cfg.run_dir.with_name(cfg.run_dir.name + "-again")
+        metrics, _ = execute(cfg)
     return metrics
 
 

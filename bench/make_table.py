@@ -119,7 +119,7 @@ def summary_plot(res: dict[str, Any], path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [k for k in ("utilization", "loss", "allreduce") if k in res]
+    panels = [k for k in ("utilization", "loss", "allreduce", "ft-utilization") if k in res]
     if not panels:
         return False
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6))
@@ -140,6 +140,19 @@ def summary_plot(res: dict[str, Any], path: Path) -> bool:
             ax.set_xticks(range(len(names)), names, rotation=70, fontsize=7)
             ax.set_ylabel("cells dropped at switches")
             ax.set_title("Incast: loss per rate control")
+        elif key == "ft-utilization":
+            names = list(data)
+            x = range(len(names))
+            core = [(data[n].get("balance", {}).get("spine-core up") or [0])[0] or 0
+                    for n in names]
+            ax.bar([i - 0.2 for i in x], [100 * data[n]["goodput_fraction"] for n in names],
+                   width=0.4, color="#3b7dd8", label="goodput / capacity (%)")
+            ax.bar([i + 0.2 for i in x], [100 * c for c in core], width=0.4, color="#f0a030",
+                   label="least-loaded agg->core link (% of mean)")
+            ax.set_xticks(list(x), names)
+            ax.set_ylim(0, 110)
+            ax.set_title("Fat-tree k=4: cross-pod permutation")
+            ax.legend(fontsize=7, loc="upper left")
         else:
             names = list(data)
             ax.bar(names, [data[n]["step_time_p50_s"] or 0 for n in names], color="#3b7dd8")

@@ -95,8 +95,12 @@ control MyEgress(inout headers_t hdr,
                    && standard_metadata.egress_port == standard_metadata.ingress_port) {
             meta.drop_reason = DROP_SAME_PORT;
         } else {
-            port_qdepth.write((bit<32>)standard_metadata.egress_port,
-                              (bit<32>)standard_metadata.deq_qdepth);
+            /* only data (priority 0) departures: a feedback packet leaving its own, mostly
+             * empty queue would reset a busy port's depth to 0 and draw adaptive cells to it */
+            if (standard_metadata.priority == 0) {
+                port_qdepth.write((bit<32>)standard_metadata.egress_port,
+                                  (bit<32>)standard_metadata.deq_qdepth);
+            }
             rewrite.apply(hdr, meta, standard_metadata);
             ecn.apply(hdr, meta, standard_metadata);
             int_egress.apply(hdr, meta, standard_metadata);

@@ -50,8 +50,14 @@ def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
     if m.reorder:
         fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(m.reorder)), 3.5))
         hosts = sorted(m.reorder, key=_natural)
-        ax.bar(hosts, [m.reorder[h].get("max_depth", 0) for h in hosts], label="max")
-        ax.bar(hosts, [m.reorder[h].get("p99_depth", 0) for h in hosts], label="p99")
+        x = range(len(hosts))
+        # side by side: drawn over each other, an equal max would hide behind its p99
+        ax.bar([i - 0.2 for i in x], [m.reorder[h].get("max_depth", 0) for h in hosts],
+               width=0.4, label="max")
+        ax.bar([i + 0.2 for i in x], [m.reorder[h].get("p99_depth", 0) for h in hosts],
+               width=0.4, label="p99")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(hosts)
         ax.set_ylabel("reorder depth (cells)")
         ax.set_title("Receiver reorder depth")
         ax.tick_params(axis="x", rotation=90, labelsize=7)

@@ -80,13 +80,17 @@ def goodput_fraction(m: RunMetrics) -> float:
     times (their bytes at the bottleneck's data rate and share) over the sum of their actual
     times; 1.0 = every flow at its bottleneck share. 0.0 when a flow did not finish."""
     ideal = actual = 0.0
-    by_flow: dict[str, list[dict[str, Any]]] = {}
+    by_flow: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for msg in m.messages:
-        by_flow.setdefault(f"{msg['src']}->{msg['dst']}", []).append(msg)
-    for key, msgs in by_flow.items():
+        by_flow.setdefault((msg.get("step", 0), f"{msg['src']}->{msg['dst']}"), []).append(msg)
+    steps = {step for step, _ in by_flow}
+    for (_, key), msgs in by_flow.items():
         if any(x["fct_s"] is None for x in msgs):
             return 0.0
-        flow_time = m.flows.get(key, {}).get("flow_time_s") or max(x["fct_s"] for x in msgs)
+        # m.flows holds one record per src->dst pair (the last step's), so with several
+        # steps a flow's time is its slowest message's
+        flow_time = (m.flows.get(key, {}).get("flow_time_s") if len(steps) == 1 else None) \
+            or max(x["fct_s"] for x in msgs)
         ideal += sum(x["ideal_s"] for x in msgs)
         actual += flow_time
     return ideal / actual if actual else 0.0

@@ -20,7 +20,17 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from p4sim.switch.api import ActionCall, Exact, GroupRef, KeyField, Lpm, MemberRef, Range, Ternary
+from p4sim.switch.api import (
+    ActionCall,
+    Exact,
+    GroupRef,
+    KeyField,
+    Lpm,
+    MemberRef,
+    Optional_,
+    Range,
+    Ternary,
+)
 from p4sim.switch.packet import ParserError
 
 LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "error": 4, "off": 5}
@@ -28,27 +38,22 @@ _LETTER = {0: "T", 1: "D", 2: "I", 3: "W", 4: "E"}
 _STATE = re.compile(r"<parser '(.*)' state '(.*)'>")
 
 
-def fmt_key_field(kf: KeyField) -> str:
-    if isinstance(kf, Lpm):
-        return f"{kf.value:#x}/{kf.prefix_len}"
-    if isinstance(kf, Ternary):
-        return f"{kf.value:#x}&&&{kf.mask:#x}"
-    if isinstance(kf, Range):
-        return f"{kf.low:#x}->{kf.high:#x}"
-    if isinstance(kf, Exact):
-        return f"{kf.value:#x}"
-    value = getattr(kf, "value", None)  # optional: None is the wildcard
-    return "*" if value is None else f"{value:#x}"
+_FORMATS: dict[type, Callable[[Any], str]] = {
+    Exact: lambda k: f"{k.value:#x}",
+    Lpm: lambda k: f"{k.value:#x}/{k.prefix_len}",
+    Ternary: lambda k: f"{k.value:#x}&&&{k.mask:#x}",
+    Range: lambda k: f"{k.low:#x}->{k.high:#x}",
+    Optional_: lambda k: "*" if k.value is None else f"{k.value:#x}",
+    ActionCall: lambda a: f"{a.action}({', '.join(f'{v:#x}' for v in a.args)})",
+    MemberRef: lambda a: f"member {a.member_id}",
+    GroupRef: lambda a: f"group {a.group_id}",
+}
 
 
-def fmt_action(action: Any) -> str:
-    if isinstance(action, ActionCall):
-        return f"{action.action}({', '.join(f'{a:#x}' for a in action.args)})"
-    if isinstance(action, MemberRef):
-        return f"member {action.member_id}"
-    if isinstance(action, GroupRef):
-        return f"group {action.group_id}"
-    return repr(action)
+def fmt(obj: KeyField | ActionCall | MemberRef | GroupRef) -> str:
+    """A key field or a table entry's action as the trace shows it."""
+    f = _FORMATS.get(type(obj))
+    return f(obj) if f is not None else repr(obj)
 
 
 class Tracer:
@@ -132,9 +137,9 @@ class Tracer:
                 self.event(f"table '{table.name}': miss, default action")
             else:
                 api = table.to_api(entry)
-                keys = ", ".join(fmt_key_field(k) for k in api.key)
+                keys = ", ".join(fmt(k) for k in api.key)
                 self.event(f"table '{table.name}': hit entry ({keys}) priority {api.priority}"
-                           f" -> {fmt_action(api.action)}")
+                           f" -> {fmt(api.action)}")
             return entry
         return traced_lookup
 

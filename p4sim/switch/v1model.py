@@ -75,7 +75,6 @@ class V1Model:
         self.m_deq_td = self._width_mask(self.s_deq_td)
         self.ingress = cp.pipelines.get("ingress") or (lambda P, F: None)
         self.egress_pipe = cp.pipelines.get("egress") if cp.pipeline_init.get("egress") else None
-        self.fused = fuse
         stage = stages.build(self._bindings(), fuse=fuse and trace is None,
                              wrap=trace.stage_wrapper(self) if trace is not None else None)
         self.receive = stage["receive"]
@@ -116,10 +115,10 @@ class V1Model:
         self.counters.aborted += 1
         self.counters.pipeline_drops += 1
         self.counters.last_abort = f"{type(e).__name__}: {e}"
-        if self.log is not None:
-            self.log(f"packet dropped: {self.counters.last_abort}")
         if self.trace is not None:
-            self.trace.event(f"dropped: {self.counters.last_abort}")
+            self.trace.warning(f"packet dropped: {self.counters.last_abort}")
+        elif self.log is not None:
+            self.log(f"packet dropped: {self.counters.last_abort}")
 
     def _preserve(self, F: list[int], fl_id: int) -> list[tuple[int, int]]:
         return [(slot, F[slot]) for slot in self.cp.field_lists.get(fl_id, ())]
@@ -167,12 +166,16 @@ class V1Model:
         C.instance_type = G[self.s_it] = instance_type
         return C
 
-    def _clone_i2e(self, P: Packet, F: list[int]) -> None:
+    def _clone_session(self, P: Packet,
+                       F: list[int]) -> tuple[CloneSession | None, list[tuple[int, int]]]:
+        """The clone session the packet asked for (None: no such session) and the values of
+        the field list it preserves."""
         session = self.clones.get(P.clone_session)  # type: ignore[arg-type]
-        if session is None:
-            return
-        preserved = self._preserve(F, P.clone_fl)
-        for r in session.replicas:
+        return session, (self._preserve(F, P.clone_fl) if session is not None else [])
+
+    def _clone_i2e(self, P: Packet, F: list[int]) -> None:
+        session, preserved = self._clone_session(P, F)
+        for r in session.replicas if session is not None else ():
             G = self.template[:]
             C = Packet(G, P.original, P.ingress_port)
             C.instance_type = INGRESS_CLONE
@@ -221,11 +224,8 @@ class V1Model:
     # -- egress ------------------------------------------------------------------------------
 
     def _clone_e2e(self, P: Packet, F: list[int]) -> None:
-        session = self.clones.get(P.clone_session)  # type: ignore[arg-type]
-        if session is None:
-            return
-        preserved = self._preserve(F, P.clone_fl)
-        for r in session.replicas:
+        session, preserved = self._clone_session(P, F)
+        for r in session.replicas if session is not None else ():
             # Headers as they are at the end of egress; metadata starts afresh (as BMv2 resets
             # it) except the preserved field list.
             G = F[:]

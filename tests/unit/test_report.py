@@ -90,6 +90,15 @@ def test_goodput_fraction_is_ideal_over_actual_flow_time() -> None:
     assert goodput_fraction(m) == 0.0
 
 
+def test_goodput_fraction_of_several_steps_counts_each_step_once() -> None:
+    # all-reduce: the same pair in every step; m.flows keeps only the last step's record
+    m = RunMetrics()
+    m.messages = [{"src": "h1", "dst": "h3", "step": i, "fct_s": 2.0, "ideal_s": 1.0}
+                  for i in range(6)]
+    m.flows = {"h1->h3": {"flow_time_s": 2.0}}
+    assert goodput_fraction(m) == 0.5
+
+
 def test_report_writes_json_and_every_plot(tmp_path: Path) -> None:
     m = _metrics()
     m.link_load = {"window_s": 5.0, "links": _records()}

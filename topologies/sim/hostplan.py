@@ -23,7 +23,7 @@ from hosts import wire
 from hosts.cli import parse_host_args, receiver_config, sender_config
 from hosts.receiver import Receiver, ReceiverConfig
 from hosts.sender import Sender, SenderConfig
-from topologies.hostprocs import StepPlan, host_cli, host_reports
+from topologies.hostprocs import StepPlan, host_cli, host_reports, timing_args
 from topologies.sim.engine import Engine
 from topologies.sim.hostsim import Program, SimHost
 
@@ -96,7 +96,13 @@ def line_rate(topo: Topology, host: str) -> float:
     return min(lk.queue.rate_pps for lk in topo.links_of(host))
 
 
-def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float) -> None:
+def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float,
+                      depth: int) -> None:
+    """The plan writes its timers with 4 decimals of a second (fine at hundreds of packets per
+    second, zero at 100 Gb/s): the same formulas, unrounded, and never below what a round
+    trip needs (in the emulation a hop's latency is far below one cell; here a round trip is
+    about a hundred cells, and a sprayed cell is only late after about two)."""
+    timers = timing_args(1 / cell_s, depth)  # type: ignore[arg-type]
     args.rate = f"{1 / cell_s!r}pps"
     if args.link_rate:
         args.link_rate = args.rate
@@ -104,12 +110,10 @@ def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float) -> No
     args.cc_param = [p for p in args.cc_param if not p.startswith("base_rtt_s=")]
     if args.cc == "hpcc":
         args.cc_param.append(f"base_rtt_s={rtt!r}")
-    # The plan's hold-offs are cell times (in the emulation a hop's latency is far below one
-    # cell); here a round trip is ~100 cells, and a cell is only late after about two.
-    args.sack_holdoff = max(args.sack_holdoff, 2 * rtt)
-    args.rto = max(args.rto, 8 * rtt)
-    args.port_timeout = max(args.port_timeout, args.rto)
-    args.credit_probe = args.credit_probe and max(4 * rtt, 64 * cell_s)
+    args.sack_holdoff = max(timers["sack_holdoff"], 2 * rtt)
+    args.rto = max(timers["rto"], 8 * rtt)
+    args.port_timeout = max(timers["port_timeout"], args.rto)
+    args.credit_probe = max(4 * rtt, 64 * cell_s)
 
 
 def _tune_sender(cfg: SenderConfig, rtt: float, cell_s: float) -> None:
@@ -120,9 +124,10 @@ def _tune_sender(cfg: SenderConfig, rtt: float, cell_s: float) -> None:
 
 def _tune_receiver(cfg: ReceiverConfig, rtt: float, cell_s: float) -> None:
     cfg.cnp_interval_s = wire.CNP_INTERVAL_US * 1e-6
+    cfg.ack_delay_s = 4 * cell_s  # the plan's "4 cell times"
     if cfg.credit_cells_per_s:
         cfg.credit_cells_per_s = 1 / cell_s
-    cfg.nak_holdoff_s = max(cfg.nak_holdoff_s, 2 * rtt)
+    cfg.nak_holdoff_s = max(40 * cell_s, 2 * rtt)
     cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
     cfg.credit_idle_s = 8 * rtt
 
@@ -146,7 +151,7 @@ def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: 
     for hp in plan.senders:
         args = parse_host_args(hp.argv[skip:])
         if s.bit_rate_mode:
-            _data_center_send(args, rtt, cell_s)
+            _data_center_send(args, rtt, cell_s, max(lk.queue.depth for lk in topo.links))
         cfg = sender_config(args)
         if s.bit_rate_mode:
             _tune_sender(cfg, rtt, cell_s)

@@ -6,7 +6,7 @@ TARGET ?=
 TARGET_FLAG := $(if $(TARGET),--target $(TARGET),)
 PYTEST_FLAGS ?= -q -ra
 
-.PHONY: setup deps venv run test test-unit test-ptf test-e2e bench lint clean \
+.PHONY: setup deps venv run test test-unit test-sim test-ptf test-e2e bench lint clean \
         conformance conformance-expected test-toolchain test-reliability
 
 setup: deps venv  ## system packages + venv + editable install
@@ -24,14 +24,17 @@ venv: $(BIN)/python
 run:  ## the main job: an emulated fabric on the embedded target, with a report
 	$(BIN)/cellfabric run $(TARGET_FLAG) $(RUN_ARGS)
 
-test:  ## everything CI runs: unit, PTF (each module a test), Mininet e2e, reliability, STF corpus (if ../shared)
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/ptfsuite tests/e2e tests/reliability tests/conformance
+test:  ## everything CI runs: unit, simulator, PTF (each module a test), Mininet e2e, reliability, STF corpus (if ../shared)
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/sim tests/ptfsuite tests/e2e tests/reliability tests/conformance
 
 test-unit:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit
 
 test-ptf:  ## real PTF output: every PTF module, each on a fresh switch of the chosen TARGET
 	$(BIN)/python -m netlab.ptf_runner --all $(TARGET_FLAG)
+
+test-sim:  ## the simulator's exactness and determinism tests (tests/sim)
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/sim
 
 test-e2e:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
@@ -41,7 +44,7 @@ test-reliability:  ## bad-request battery (p4sim, and real BMv2 if ../shared/too
 
 bench:  ## benchmarks: ratios measured side by side; results in bench/results and the README
 	@mkdir -p bench/results
-	@for b in compiler switch controlplane hosts fabric; do \
+	@for b in compiler switch controlplane hosts sweep fabric sim; do \
 	  echo "== bench/$${b}_bench.py"; \
 	  $(BIN)/python bench/$${b}_bench.py | tee bench/results/$$b.txt || exit 1; done
 	$(BIN)/python bench/make_table.py

@@ -171,7 +171,7 @@ def summary_plot(res: dict[str, Any], path: Path) -> bool:
 
 def component_section() -> list[str]:
     out: list[str] = []
-    for name in ("compiler", "switch", "controlplane", "hosts"):
+    for name in ("compiler", "switch", "controlplane", "hosts", "sweep"):
         path = RESULTS / f"{name}.txt"
         if not path.exists():
             continue

@@ -17,6 +17,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from hosts import wire
+from hosts.headers import BTH as BTH_LAYOUT
 from hosts.layers import int_source_block
 
 ETH_LEN = 14
@@ -138,9 +139,10 @@ class CellTemplate:
         struct.pack_into("!H", buf, ETH_LEN + 4, ip_id)
         struct.pack_into("!H", buf, ETH_LEN + 10, ~total & 0xFFFF)
         b = self.bth_off
-        buf[b] = opcode
-        buf[b + 1] = (pad & 3) << 4
-        struct.pack_into("!I", buf, b + 8, ((0x80 if ackreq else 0) << 24) | (psn & 0xFFFFFF))
+        buf[b + _OPCODE] = opcode
+        buf[b + _PAD_BYTE] = (pad & 3) << _PAD_SHIFT
+        struct.pack_into("!I", buf, b + _PSN_WORD, (_ACKREQ if ackreq else 0)
+                         | (psn & 0xFFFFFF))
         end = self.payload_off + len(payload)
         buf[self.payload_off:end] = payload
         if len(payload) < self.payload_len:
@@ -191,7 +193,12 @@ class RoceFrame:
 
 # Ethernet + IPv4 without options + UDP, in one unpack (the per-frame receive path).
 _L2L4 = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH")
-_BTH = struct.Struct("!BBHII")
+_BTH = BTH_LAYOUT.struct  # opcode, se|migreq|pad|tver, pkey, fecn|becn|rsv|dqpn, ackreq|rsv|psn
+_PAD_BYTE, _PAD_SHIFT = BTH_LAYOUT.byte_offset("pad"), BTH_LAYOUT.shift("pad")
+_PSN_WORD = BTH_LAYOUT.byte_offset("ackreq")
+_BECN = 1 << BTH_LAYOUT.shift("becn")
+_OPCODE = BTH_LAYOUT.byte_offset("opcode")
+_ACKREQ = 1 << BTH_LAYOUT.shift("ackreq")
 _MIN_FRAME = ETH_LEN + 20 + 8 + wire.BTH_LEN + wire.ICRC_LEN
 
 
@@ -222,9 +229,9 @@ def parse_roce(buf: bytes | bytearray | memoryview, n: int | None = None) -> Roc
         return None
     opcode, flags, _pkey, qword, pword = _BTH.unpack_from(buf, bth)
     return RoceFrame(src, dst, sip, dip, tos_byte & 3, dscp, sport, int_block, opcode,
-                     (flags >> 4) & 3, bool(qword & 0x40000000), qword & 0xFFFFFF,
+                     (flags >> _PAD_SHIFT) & 3, bool(qword & _BECN), qword & 0xFFFFFF,
                      pword & 0xFFFFFF, bth + wire.BTH_LEN, n - wire.ICRC_LEN)
 
 
 def bth_bytes(opcode: int, qpn: int, psn: int, becn: bool = False) -> bytes:
-    return struct.pack("!BBHII", opcode, 0, 0xFFFF, (0x40000000 if becn else 0) | qpn, psn & 0xFFFFFF)
+    return BTH_LAYOUT.pack(opcode=opcode, pkey=0xFFFF, becn=int(becn), dqpn=qpn, psn=psn)

@@ -26,6 +26,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Padding, Raw, bind_layers
 
 from hosts import wire
+from hosts.headers import SACK, hop_layout
 
 
 class ImmDt(Packet):
@@ -39,16 +40,12 @@ class SackBlock(Packet):
     """Selective ACK + credit grant after the AETH (layout in hosts.wire)."""
 
     name = "SackBlock"
+    # From hosts.headers.SACK; the bitmap length is Scapy's length field of the bitmap.
     fields_desc = [
-        ByteField("version", wire.SACK_VERSION),
-        ByteField("flags", 0),
-        FieldLenField("bitmap_len", None, length_of="bitmap", fmt="!H"),
-        ByteField("rsv1", 0),
-        BitField("base_psn", 0, 24),
-        ByteField("rsv2", 0),
-        BitField("grant_psn", 0, 24),
-        StrLenField("bitmap", b"", length_from=lambda p: p.bitmap_len),
-    ]
+        FieldLenField(name, None, length_of="bitmap", fmt="!H") if name == "bitmap_len"
+        else BitField(name, wire.SACK_VERSION if name == "version" else 0, width)
+        for name, width in SACK.fields
+    ] + [StrLenField("bitmap", b"", length_from=lambda p: p.bitmap_len)]
 
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
         if self.flags & wire.SACK_F_INT_ECHO:
@@ -172,79 +169,34 @@ class HopRecord:
         return asdict(self)
 
 
-def _bit(bitmap: int, bit: int) -> bool:
-    return bool(bitmap & (1 << (15 - bit)))
+def _bits(bitmap: int) -> list[int]:
+    return [bit for bit in range(15) if bitmap & (1 << (15 - bit))]
 
 
 def decode_hop(bitmap: int, data: bytes) -> HopRecord:
-    """Decode one hop's metadata in instruction-bit order."""
+    """Decode one hop's metadata in instruction-bit order (layouts: hosts.headers.INT_HOP)."""
     rec = HopRecord()
     off = 0
-
-    def word() -> int:
-        nonlocal off
-        (value,) = struct.unpack_from("!I", data, off)
-        off += 4
-        return value
-
-    def dword() -> int:
-        nonlocal off
-        (value,) = struct.unpack_from("!Q", data, off)
-        off += 8
-        return value
-
-    for bit in range(15):
-        if not _bit(bitmap, bit):
-            continue
-        if bit == wire.INT_BIT_NODE_ID:
-            rec.node_id = word()
-        elif bit == wire.INT_BIT_L1_PORTS:
-            value = word()
-            rec.ingress_port, rec.egress_port = value >> 16, value & 0xFFFF
-        elif bit == wire.INT_BIT_HOP_LATENCY:
-            rec.hop_latency = word()
-        elif bit == wire.INT_BIT_QUEUE:
-            value = word()
-            rec.queue_id, rec.queue_occupancy = value >> 24, value & 0xFFFFFF
-        elif bit == wire.INT_BIT_INGRESS_TS:
-            rec.ingress_ts = dword()
-        elif bit == wire.INT_BIT_EGRESS_TS:
-            rec.egress_ts = dword()
-        elif bit == wire.INT_BIT_TX_UTIL:
-            rec.tx_bytes = word()
-        else:  # metadata we do not interpret still occupies its room
-            off += 8 if bit in wire.INT_EIGHT_BYTE_BITS else 4
+    for bit in _bits(bitmap):
+        layout = hop_layout(bit)
+        for name, value in layout.unpack(data, off).items():
+            if not name.startswith("rsv"):
+                setattr(rec, name, value)
+        off += layout.size
     return rec
 
 
 def encode_hop(bitmap: int, rec: HopRecord) -> bytes:
     """Encode one hop's metadata (missing values become the all-ones 'invalid' value)."""
     out = bytearray()
-    for bit in range(15):
-        if not _bit(bitmap, bit):
-            continue
-        if bit == wire.INT_BIT_NODE_ID:
-            out += struct.pack("!I", _or_ones(rec.node_id, 32))
-        elif bit == wire.INT_BIT_L1_PORTS:
-            out += struct.pack("!HH", _or_ones(rec.ingress_port, 16), _or_ones(rec.egress_port, 16))
-        elif bit == wire.INT_BIT_HOP_LATENCY:
-            out += struct.pack("!I", _or_ones(rec.hop_latency, 32))
-        elif bit == wire.INT_BIT_QUEUE:
-            value = (_or_ones(rec.queue_id, 8) << 24) | _or_ones(rec.queue_occupancy, 24)
-            out += struct.pack("!I", value)
-        elif bit == wire.INT_BIT_INGRESS_TS:
-            out += struct.pack("!Q", _or_ones(rec.ingress_ts, 64))
-        elif bit == wire.INT_BIT_EGRESS_TS:
-            out += struct.pack("!Q", _or_ones(rec.egress_ts, 64))
-        elif bit == wire.INT_BIT_TX_UTIL:
-            out += struct.pack("!I", _or_ones(rec.tx_bytes, 32) & 0xFFFFFFFF)
-        else:
-            out += b"\xff" * (8 if bit in wire.INT_EIGHT_BYTE_BITS else 4)
+    for bit in _bits(bitmap):
+        layout = hop_layout(bit)
+        values = {}
+        for name, width in layout.fields:
+            value = None if name.startswith("rsv") else getattr(rec, name)
+            values[name] = (1 << width) - 1 if value is None else value
+        out += layout.pack(**values)
     return bytes(out)
-
-
-def _or_ones(value: int | None, bits: int) -> int:
-    return (1 << bits) - 1 if value is None else value & ((1 << bits) - 1)
 
 
 def decode_stack(bitmap: int, hop_ml: int, stack: bytes) -> list[HopRecord]:

@@ -6,14 +6,16 @@ ICRC. Sequence numbers inside the hosts are unbounded integers; only the wire ha
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hosts import wire
 from hosts.cells import bth_bytes
+from hosts.headers import AETH, SACK
 
-_SACK_HEAD = struct.Struct("!BBHII")
+_SACK_HEAD = SACK.struct  # version, flags, bitmap length, rsv1|base PSN, rsv2|grant PSN
+_PSN_MASK = (1 << SACK.width("base_psn")) - 1
+_AETH = AETH.struct
 # byte -> the same byte with its bit order reversed (LSB-first integer bits <-> MSB-first wire)
 BIT_REVERSE = bytes(int(f"{b:08b}"[::-1], 2) for b in range(256))
 
@@ -64,8 +66,8 @@ def encode_ack(qpn: int, cum_seq: int, msn: int, sacked: Iterable[int] = (),
     syndrome = wire.AETH_NAK_SEQ if nak else wire.AETH_ACK
     return b"".join((
         bth_bytes(wire.OP_ACK, qpn, cum_seq),
-        struct.pack("!I", (syndrome << 24) | (msn & 0xFFFFFF)),
-        _SACK_HEAD.pack(wire.SACK_VERSION, flags, len(bitmap), base & 0xFFFFFF, grant),
+        AETH.pack(syndrome=syndrome, msn=msn),
+        _SACK_HEAD.pack(wire.SACK_VERSION, flags, len(bitmap), base & _PSN_MASK, grant),
         bitmap,
         int_block or b"",
         bytes(wire.ICRC_LEN),
@@ -75,18 +77,18 @@ def encode_ack(qpn: int, cum_seq: int, msn: int, sacked: Iterable[int] = (),
 def decode_ack(buf: bytes | bytearray | memoryview, psn: int, body_off: int,
                body_end: int) -> AckInfo | None:
     """Decode what follows the BTH of an ACK (``psn`` from the BTH); None if malformed."""
-    if body_end - body_off < 4 + _SACK_HEAD.size:
+    if body_end - body_off < AETH.size + _SACK_HEAD.size:
         return None
-    (aeth,) = struct.unpack_from("!I", buf, body_off)
-    version, flags, blen, base, grant = _SACK_HEAD.unpack_from(buf, body_off + 4)
-    start = body_off + 4 + _SACK_HEAD.size
+    (aeth,) = _AETH.unpack_from(buf, body_off)
+    version, flags, blen, base, grant = _SACK_HEAD.unpack_from(buf, body_off + AETH.size)
+    start = body_off + AETH.size + _SACK_HEAD.size
     if version != wire.SACK_VERSION or start + blen > body_end:
         return None
     bitmap = bytes(buf[start:start + blen])
     int_block = bytes(buf[start + blen:body_end]) if flags & wire.SACK_F_INT_ECHO else None
     return AckInfo(
-        cum_psn=psn, syndrome=aeth >> 24, msn=aeth & 0xFFFFFF, base_psn=base & 0xFFFFFF,
-        bitmap=bitmap, grant_psn=(grant & 0xFFFFFF) if flags & wire.SACK_F_GRANT else None,
+        cum_psn=psn, syndrome=aeth >> 24, msn=aeth & 0xFFFFFF, base_psn=base & _PSN_MASK,
+        bitmap=bitmap, grant_psn=(grant & _PSN_MASK) if flags & wire.SACK_F_GRANT else None,
         int_block=int_block,
     )
 

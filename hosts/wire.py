@@ -116,7 +116,6 @@ INT_BIT_EGRESS_TS = 5
 INT_BIT_L2_PORTS = 6
 INT_BIT_TX_UTIL = 7
 INT_BIT_BUFFER = 8
-INT_EIGHT_BYTE_BITS = frozenset({INT_BIT_INGRESS_TS, INT_BIT_EGRESS_TS, INT_BIT_L2_PORTS})
 INT_MAX_HOPS = 8
 INT_TIME_UNIT_NS = 1000
 
@@ -130,12 +129,11 @@ def int_bitmap(*bits: int) -> int:
 
 
 def hop_words(bitmap: int) -> int:
-    """Per-hop metadata length in 4-byte words for an instruction bitmap (bits 0-14)."""
-    words = 0
-    for bit in range(15):
-        if bitmap & (1 << (15 - bit)):
-            words += 2 if bit in INT_EIGHT_BYTE_BITS else 1
-    return words
+    """Per-hop metadata length in 4-byte words for an instruction bitmap (bits 0-14); the
+    per-bit sizes are hosts.headers.INT_HOP's."""
+    from hosts.headers import hop_bytes
+
+    return hop_bytes(bitmap) // 4
 
 
 INT_INSTRUCTIONS = int_bitmap(

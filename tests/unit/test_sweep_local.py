@@ -186,3 +186,59 @@ def test_bad_spec_gets_one_line(tmp_path):
     proc = run_sweep(spec, tmp_path / "out")
     assert proc.returncode == 2 and "axes.seed: expected a non-empty list" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_second_sweep_in_the_same_folder_is_refused(tmp_path):
+    hold = tmp_path / "go"
+    spec = write_spec(tmp_path / "s.yaml", {"options": {"hold": str(hold)},
+                                             "axes": {"seed": [1]}})
+    res = tmp_path / "out"
+    first = subprocess.Popen(sweep_cmd(spec, res), stdout=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: any(res.glob("tasks/*/pid")))
+        second = run_sweep(spec, res)
+        assert second.returncode == 2
+        assert f"another sweep (pid {first.pid}) is running" in second.stderr
+        hold.write_text("")
+        first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0
+
+
+def test_plots_take_seeds_with_equal_figures(tmp_path):
+    from topologies.sweep.results import write_plots
+    from topologies.sweep.spec import PlotSpec
+
+    # three seeds with the same figure: (0.1 + 0.1 + 0.1) / 3 rounds above 0.1, which must not
+    # become a negative error bar
+    assert (0.1 + 0.1 + 0.1) / 3 > 0.1
+    rows_ = [{"task": f"t{i}", "group": "g", "status": "ok", "spray": "spray", "load": 1,
+              "seed": i, "goodput_fraction": 0.1} for i in range(3)]
+    written, skipped = write_plots(rows_, [PlotSpec(x="load", y="goodput_fraction",
+                                                    series="spray")], tmp_path, ["spray", "load",
+                                                                                 "seed"])
+    assert len(written) == 1 and not skipped
+
+
+def test_plot_series_split_only_by_parameters_that_vary_within_a_point():
+    from topologies.sweep.results import plot_series
+    from topologies.sweep.spec import PlotSpec
+
+    def row(senders, topo, cc, seed, y, count=1):
+        return {"status": "ok", "group": "incast", "senders": senders, "topology": topo,
+                "cc": cc, "seed": seed, "count": count, "slowdown_p99": y}
+
+    rows_ = [row(4, "3x3", "none", 1, 1.0), row(4, "3x3", "none", 2, 3.0),
+             row(15, "4x4", "none", 1, 2.0), row(4, "3x3", "hpcc", 1, 1.5)]
+    plot = PlotSpec(x="senders", y="slowdown_p99", series="cc")
+    params = ["senders", "topology", "cc", "seed", "count"]
+    # the topology moves with the incast degree: one series per rate control
+    assert plot_series(rows_, plot, params) == {"none": {4: [1.0, 3.0], 15: [2.0]},
+                                                "hpcc": {4: [1.5]}}
+    # a second message count at the same point is another experiment: its own series
+    rows_.append(row(4, "3x3", "none", 1, 9.0, count=2))
+    assert set(plot_series(rows_, plot, params)) == {"none count=1", "none count=2",
+                                                     "hpcc count=1"}

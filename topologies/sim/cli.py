@@ -44,18 +44,17 @@ def parse_duration(text: str, option: str) -> float:
     return float(m["n"]) * _TIME_UNIT[m["u"]]
 
 
+_BYTE_UNIT = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3,
+              "ki": 1024, "mi": 1024**2, "gi": 1024**3}
+
+
 def parse_bytes(text: str) -> int:
-    """'512KiB', '1MiB', '65536', '256k' -> bytes (k/K = 1000, Ki = 1024)."""
+    """'512KiB', '1MiB', '65536', '256k' -> bytes (k = 1000, Ki = 1024)."""
     m = _BYTES.match(text.strip())
-    if not m:
-        raise ValueError(f"--buffer '{text}': expected bytes like 512KiB, 1MiB or 65536")
-    unit = m["u"].rstrip("B")
-    scale = {"": 1, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
-    value = int(m["n"]) * (1024 ** "KMG".index(unit[0].upper()) * 1024 if unit.endswith("i")
-                           else scale[unit])
-    if value <= 0:
-        raise ValueError(f"--buffer '{text}': must be positive")
-    return int(value)
+    if not m or int(m["n"]) <= 0:
+        raise ValueError(f"--buffer '{text}': expected a positive size like 512KiB, 1MiB "
+                         "or 65536")
+    return int(m["n"]) * _BYTE_UNIT[m["u"].removesuffix("B").lower()]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -309,7 +309,16 @@ def format_sim_summary(m: RunMetrics) -> str:
     sim, wall = m.run.get("sim", {}), m.run.get("wall_clock", {})
     vt = sim.get("virtual_time_s", 0.0)
     eps = wall.get("events_per_wall_s")
-    lines = [format_summary(m),
+    s = m.summary
+    lines = [format_summary(m)]
+    if sim.get("link_rate_bps"):  # data-center times are microseconds: the ms rows read 0.0
+        us = [f"{1e6 * v:.2f} us" if isinstance(v, float) and v == v else "-"
+              for v in (s.get("fct_p50_s"), s.get("fct_p99_s"))]
+        lines.append(f"  message time p50 / p99 in us     {us[0]} / {us[1]}")
+        if s.get("step_time_p50_s") is not None:
+            lines.append(f"  all-reduce step p50 / max in us  {1e6 * s['step_time_p50_s']:.2f} / "
+                         f"{1e6 * s['step_time_max_s']:.2f}")
+    lines += [
              f"  simulated {vt * 1e6:,.1f} us of virtual time: {sim.get('events', 0):,} events, "
              f"{sim.get('packets', 0):,} packets on links"
              + ("" if sim.get("finished", True) else " (stopped before the workload ended)"),

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from topologies.sweep.executors import DaskExecutor, ExecutorError, LocalExecutor
-from topologies.sweep.runner import run_sweep
+from topologies.sweep.runner import SweepBusy, run_sweep
 from topologies.sweep.spec import SpecError, load_spec
 
 
@@ -65,6 +65,9 @@ def sweep_main(argv: list[str]) -> int:
     try:
         return run_sweep(spec, results, executor, progress_every_s=args.progress_every,
                          task_timeout_s=args.task_timeout)
+    except SweepBusy as exc:
+        print(f"cellfabric sweep: error: {exc}", file=sys.stderr)
+        return 2
     finally:
         signal.signal(signal.SIGTERM, old_term)
         executor.close()

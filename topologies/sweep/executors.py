@@ -6,6 +6,7 @@ dicts (see task.run_task), so a sweep's results do not depend on where it ran.
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
@@ -89,12 +90,13 @@ class LocalExecutor:
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def cancel_all(self) -> None:
+        # Signal every task first, so their teardowns run side by side, then wait for each.
         for _job, proc, _ in self._running.values():
             if proc is not None and proc.poll() is None:
-                proc.send_signal(2)  # SIGINT: `run` tears its fabric down on it
+                proc.send_signal(signal.SIGINT)
         for _job, proc, _ in self._running.values():
             if proc is not None:
-                taskmod.stop(proc)
+                taskmod.stop(proc, signalled=True)
         self._running.clear()
 
     def close(self) -> None:

@@ -62,7 +62,8 @@ def make_row(task: Any, record: dict[str, Any] | None, metrics: dict[str, Any] |
 
 def write_table(rows: list[dict[str, Any]], out_dir: Path) -> tuple[Path, Path]:
     """summary.jsonl (values as they are, nested dicts kept) and summary.csv (scalars; a dict of
-    numbers becomes its max and mean, say link_utilization_max)."""
+    numbers becomes its max and mean, say link_utilization_max; deeper nesting is left to the
+    JSON lines)."""
     jsonl = out_dir / "summary.jsonl"
     with open(jsonl, "w") as fh:
         for row in rows:
@@ -85,8 +86,9 @@ def _flatten(row: dict[str, Any]) -> dict[str, Any]:
     for key, value in row.items():
         if isinstance(value, dict):
             nums = [v for v in value.values() if isinstance(v, int | float) and _finite(v)]
-            out[f"{key}_max"] = max(nums) if nums else None
-            out[f"{key}_mean"] = sum(nums) / len(nums) if nums else None
+            if nums or not value:  # a dict of dicts stays in summary.jsonl only
+                out[f"{key}_max"] = max(nums) if nums else None
+                out[f"{key}_mean"] = sum(nums) / len(nums) if nums else None
         else:
             out[key] = value
     return out
@@ -111,14 +113,18 @@ def _json_default(value: Any) -> Any:
 def plot_series(rows: list[dict[str, Any]], plot: PlotSpec, param_names: list[str]
                 ) -> dict[str, dict[Any, list[float]]]:
     """series label -> x -> the y of each seed, over the tasks that finished ok and have x, y
-    and series. Parameters other than x, series and the seed that vary among those tasks join
-    the series label, so no two different experiments share a point."""
+    and series. A parameter that still varies among tasks of one x and one series (other than
+    the seed) joins the series label, so no two different experiments share a point; one that
+    moves with x (an incast degree's topology and message size) does not."""
     usable = [r for r in rows if r.get("status") == "ok" and r.get(plot.x) is not None
               and (not plot.group or r.get("group") == plot.group)
               and r.get(plot.series) is not None and _number(r.get(plot.y)) is not None]
     skip = {plot.x, plot.y, plot.series, REPLICATE}
-    varying = [k for k in param_names if k not in skip
-               and len({json.dumps(r.get(k), default=str) for r in usable}) > 1]
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in usable:
+        cells[(json.dumps(r[plot.x], default=str), str(r[plot.series]))].append(r)
+    varying = [k for k in param_names if k not in skip and any(
+        len({json.dumps(r.get(k), default=str) for r in cell}) > 1 for cell in cells.values())]
     out: dict[str, dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in usable:
         label = " ".join([str(r[plot.series])] + [f"{k}={r.get(k)}" for k in varying])
@@ -155,8 +161,9 @@ def write_plots(rows: list[dict[str, Any]], plots: list[PlotSpec], out_dir: Path
             xs = sorted(points, key=_sort_key)
             pos = [float(x) if numeric else xs_all.index(x) for x in xs]
             means = [sum(points[x]) / len(points[x]) for x in xs]
-            low = [m - min(points[x]) for m, x in zip(means, xs)]
-            high = [max(points[x]) - m for m, x in zip(means, xs)]
+            # max(0, ...): a mean of equal values can round a hair past them
+            low = [max(0.0, m - min(points[x])) for m, x in zip(means, xs)]
+            high = [max(0.0, max(points[x]) - m) for m, x in zip(means, xs)]
             ax.errorbar(pos, means, yerr=[low, high], marker="o", capsize=3, label=label)
         if not numeric:
             ax.set_xticks(range(len(xs_all)), [str(x) for x in xs_all])

@@ -3,6 +3,7 @@ progress, and write the table and plots at the end (also when interrupted)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
@@ -67,9 +68,42 @@ def write_plan(spec: Spec, results: Path) -> None:
         "".join(f"{t.command_line(task_dir(results, t))}\n" for t in spec.tasks))
 
 
+class SweepBusy(RuntimeError):
+    pass
+
+
+def lock_folder(results: Path) -> TextIO:
+    """Hold DIR/sweep.lock for the sweep's lifetime: two sweeps in one folder would run the
+    same tasks into the same task folders."""
+    results.mkdir(parents=True, exist_ok=True)
+    fh = open(results / "sweep.lock", "a+")  # noqa: SIM115 (held until the sweep ends)
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "?"
+        fh.close()
+        raise SweepBusy(f"{results}: another sweep (pid {holder}) is running in this folder"
+                        ) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    return fh
+
+
 def run_sweep(spec: Spec, results: Path, executor: Any, out: TextIO = sys.stdout,
               progress_every_s: float = 5.0, task_timeout_s: float | None = None) -> int:
     results = results.resolve()
+    lock = lock_folder(results)
+    try:
+        return _run_locked(spec, results, executor, out, progress_every_s, task_timeout_s)
+    finally:
+        lock.close()
+
+
+def _run_locked(spec: Spec, results: Path, executor: Any, out: TextIO,
+                progress_every_s: float, task_timeout_s: float | None) -> int:
     write_plan(spec, results)
     todo: list[Task] = []
     progress = Progress(total=len(spec.tasks))

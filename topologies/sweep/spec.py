@@ -5,6 +5,7 @@ Each task is one ordinary command line (`cellfabric sim ...` or `cellfabric run 
 
     name: headline                 # default: the file's stem; names the results folder
     mode: sim                      # sim | run (per group too)
+    program: cellfabric            # the command before the mode (default cellfabric)
     options: {workload: permutation, size: 131072}   # defaults for every task
     groups:                        # or, for one group: axes / tasks at the top level
       - name: utilization

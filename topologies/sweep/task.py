@@ -61,8 +61,10 @@ def start(argv: list[str], task_dir: Path, cwd: str | None) -> subprocess.Popen:
     workdir = cwd if cwd and Path(cwd).is_dir() else None
     with open(task_dir / "stdout.log", "wb") as out, open(task_dir / "stderr.log", "wb") as err:
         try:
+            # Its own process group: a Ctrl-C at the terminal reaches the sweep, which then
+            # stops each task exactly once.
             return subprocess.Popen(resolve_program(argv), stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, cwd=workdir,
+                                    stdin=subprocess.DEVNULL, cwd=workdir, process_group=0,
                                     preexec_fn=_die_with_parent)
         except OSError as exc:
             err.write(f"cannot start {argv[0]}: {exc.strerror}\n".encode())
@@ -161,11 +163,16 @@ def run_task(argv: list[str], task_dir: str, cwd: str | None,
     return outcome
 
 
-def stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGINT first (`cellfabric run` tears its fabric down on it), SIGKILL after a grace."""
+STOP_GRACE_S = 30.0  # `cellfabric run` stops its switches and removes its Mininet network
+
+
+def stop(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S, signalled: bool = False) -> None:
+    """One SIGINT (`run` and `sim` stop cleanly on it; a second could cut a teardown short),
+    SIGKILL after the grace."""
     if proc.poll() is not None:
         return
-    proc.send_signal(signal.SIGINT)
+    if not signalled:
+        proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:

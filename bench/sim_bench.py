@@ -1,0 +1,156 @@
+"""`cellfabric sim` at data-center settings (100 Gb/s links, 1 us per hop, 512 KiB buffers):
+the simulator's speed and the fabric's headline figures, each beside its baseline.
+
+    speed        k=8 fat-tree (80 switches, 128 hosts), permutation of 1 MiB per host:
+                 events per wall second, wall seconds per simulated millisecond, wall time
+                 (goal: under 10 minutes on one core)
+    utilization  k=4 fat-tree permutation, goodput / bottleneck capacity, spray vs ecmp
+                 (goal: >= 95% with spraying)
+    incast       15:1 (k=4) and 63:1 (k=8) incast per rate control: cells dropped and exact peak
+                 queue (goal: zero loss with rate control; none is the baseline)
+    allreduce    ring all-reduce over the k=4 fat-tree's 16 hosts: step time, spray vs ecmp
+                 (goal: >= 40% lower with spraying)
+
+Every figure is virtual time, so it does not depend on this machine; only the speed section
+is wall-clock. Writes bench/results/sim.json. Usage:
+    python bench/sim_bench.py [--quick] [--only speed,utilization,incast,allreduce] [--out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+from controlplane.topogen import generate  # noqa: E402
+from topologies.report import goodput_fraction  # noqa: E402
+from topologies.sim.hostplan import SimSettings  # noqa: E402
+from topologies.sim.run import SimConfig, execute_sim  # noqa: E402
+from topologies.workloads import incast, permutation, ring_allreduce  # noqa: E402
+
+SETTINGS = SimSettings(link_rate_bps=100_000_000_000, hop_delay_ns=1000,
+                       buffer_bytes=512 * 1024, seed=1)
+CCS = ["none", "dcqcn", "hpcc", "credit"]
+
+
+def fat_tree(k: int, spray: str, cc: str):
+    t = generate(f"fat-tree:k={k}")
+    t.fabric = replace(t.fabric, spray=spray, cc=cc)
+    return t
+
+
+def hosts_of(t) -> list[str]:
+    return sorted(t.hosts, key=lambda h: int("".join(c for c in h if c.isdigit()) or 0))
+
+
+def sim(t, workload, tag: str, progress: bool = False) -> dict[str, Any]:
+    run_dir = ROOT / "results" / "sim-bench" / tag  # run folders: not part of the results
+    cfg = SimConfig(topo=t, workload=workload, cc=t.fabric.cc, run_dir=run_dir,
+                    settings=SETTINGS, progress=progress)
+    m, _ = execute_sim(cfg)
+    s, simfig, wall = m.summary, m.run["sim"], m.run["wall_clock"]
+    out = {"messages": f"{s['messages_completed']}/{s['messages_total']}",
+           "goodput_fraction": goodput_fraction(m), "cells_dropped": s["cells_dropped"],
+           "peak_queue": s["peak_queue_depth"], "slowdown_p50": s["slowdown_p50"],
+           "step_time_p50_s": s.get("step_time_p50_s"), "virtual_s": simfig["virtual_time_s"],
+           "events": simfig["events"], "packets": simfig["packets"],
+           "wall_s": wall["wall_s"], "events_per_wall_s": wall["events_per_wall_s"],
+           "wall_s_per_sim_ms": wall["wall_s_per_sim_ms"]}
+    print(f"  {tag}: {json.dumps(out)}", flush=True)
+    return out
+
+
+def speed(quick: bool) -> dict[str, Any]:
+    k, size = (4, 256 * 1024) if quick else (8, 1 << 20)
+    t = fat_tree(k, "spray", "none")
+    hs = hosts_of(t)
+    leaf_of = {h: t.hosts[h].leaves[0] for h in hs}
+    return {"k": k, "size": size, **sim(t, permutation(hs, size, 1, cross_leaf=leaf_of),
+                                        f"speed-k{k}", progress=True)}
+
+
+def utilization(quick: bool) -> dict[str, Any]:
+    out = {}
+    for spray in ("ecmp", "spray"):
+        t = fat_tree(4, spray, "none")
+        hs = hosts_of(t)
+        wl = permutation(hs, 128 * 1024 if quick else 512 * 1024, 1,
+                         cross_leaf={h: t.hosts[h].leaves[0] for h in hs})
+        out[spray] = sim(t, wl, f"util-{spray}")
+    return out
+
+
+def incasts(quick: bool) -> dict[str, Any]:
+    out = {}
+    cases = [(4, 15)] if quick else [(4, 15), (8, 63)]
+    for k, n in cases:
+        for cc in CCS:
+            t = fat_tree(k, "spray", cc)
+            hs = hosts_of(t)
+            out[f"{n}:1/{cc}"] = sim(t, incast(hs, n, 64 * 1024, 1), f"incast{n}-{cc}")
+    return out
+
+
+def allreduce(quick: bool) -> dict[str, Any]:
+    out = {}
+    for spray in ("ecmp", "spray"):
+        t = fat_tree(4, spray, "none")
+        out[spray] = sim(t, ring_allreduce(hosts_of(t), (1 if quick else 4) << 20),
+                         f"allreduce-{spray}")
+    return out
+
+
+SECTIONS = {"speed": speed, "utilization": utilization, "incast": incasts,
+            "allreduce": allreduce}
+
+
+def verdicts(r: dict[str, Any]) -> dict[str, Any]:
+    v: dict[str, Any] = {}
+    if "utilization" in r:
+        v["spray_utilization"] = r["utilization"]["spray"]["goodput_fraction"]
+        v["ecmp_utilization"] = r["utilization"]["ecmp"]["goodput_fraction"]
+    if "incast" in r:
+        v["lossless_with"] = sorted({key.split("/")[1] for key, x in r["incast"].items()
+                                     if x["cells_dropped"] == 0} - {"none"})
+    if "allreduce" in r:
+        a, b = (r["allreduce"][m]["step_time_p50_s"] for m in ("spray", "ecmp"))
+        v["allreduce_spray_over_ecmp"] = a / b if a and b else None
+    if "speed" in r:
+        v["k8_wall_minutes"] = r["speed"]["wall_s"] / 60
+    return v
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default=",".join(SECTIONS))
+    ap.add_argument("--out", type=Path, default=RESULTS / "sim.json",
+                    help="results JSON (sections already in it are kept)")
+    args = ap.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = args.out
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    results["machine"] = {"python": platform.python_version(), "date": time.strftime("%F"),
+                          "quick": args.quick, "settings": SETTINGS.__dict__}
+    for name in args.only.split(","):
+        if name not in SECTIONS:
+            print(f"sim_bench: unknown section '{name}'", file=sys.stderr)
+            return 2
+        print(f"[{name}]", flush=True)
+        results[name] = SECTIONS[name](args.quick)
+        results["verdicts"] = verdicts(results)
+        path.write_text(json.dumps(results, indent=1) + "\n")
+    print(json.dumps(results["verdicts"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -265,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     previous = RESULTS / "fabric.json"
     if args.only != ap.get_default("only") and previous.exists():
         # a partial run keeps the other scenarios' last results (and says when they were taken)
-        results = {**json.loads(previous.read_text()), "machine": machine()}
+        # (the header figures, machine and duration, stay those of the last full run)
+        results = json.loads(previous.read_text())
     start = time.time()
     for name in args.only.split(","):
         if name not in benches:
@@ -275,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = benches[name](args.quick)
         results.setdefault("measured", {})[name] = time.strftime("%Y-%m-%d %H:%M")
     results["verdicts"] = verdicts(results)
-    results["duration_s"] = time.time() - start
+    if args.only == ap.get_default("only"):
+        results["duration_s"] = time.time() - start
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "fabric.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     print(json.dumps(results["verdicts"], indent=1, default=str))

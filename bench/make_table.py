@@ -34,6 +34,11 @@ def fabric_section(res: dict[str, Any]) -> list[str]:
                f"Python {m.get('python', '?')}, embedded target; {res.get('duration_s', 0) / 60:.1f}"
                " min for the fabric scenarios. Figures are ratios to what the configured queue "
                "rates allow. A run the machine could not keep up with is marked invalid.")
+    if res.get("measured"):
+        out.append("")
+        out.append("Scenarios measured later by a partial run (`fabric_bench.py --only ...`): "
+                   + ", ".join(f"{k} {v}" for k, v in res["measured"].items())
+                   + "; the others are from the full run above.")
     out.append("")
     out.append("| goal | met | measured |")
     out.append("|---|---|---|")

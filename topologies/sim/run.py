@@ -133,7 +133,31 @@ class SimRun:
         assert self.local is not None
         snap = linkload.snapshot(self.topo, self.local)  # type: ignore[arg-type]
         snap["t"] = self.engine.clock()
+        snap["bytes"] = {(name, port): (sw.dp.counter_read(linkload.PORT_TX, port)[1],
+                                        sw.dp.counter_read(linkload.PORT_TX_DATA, port)[1])
+                         for name, sw in self.fabric.switches.items() for port in sw.wires}
         return snap
+
+    def _bytes_as_cells(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Bit-rate mode: a link's rate is bytes, and an ACK takes a tenth of a cell's time,
+        so "other" packets are counted in cells of the fabric's mean cell size by their bytes
+        and the capacity in those cells per second (packet mode counts packets, as the
+        emulation's queues do)."""
+        assert self.load_before is not None and self.load_after is not None
+        before, after = self.load_before["bytes"], self.load_after["bytes"]
+        cells = sum(d["cells"] for r in records for d in r["directions"].values())
+        data = sum(after[k][1] - before.get(k, (0, 0))[1] for k in after)
+        cell_bytes = data / cells if cells else 1.0
+        for rec in records:
+            rec["capacity_pps"] = self.cfg.settings.link_rate_bps / (8 * cell_bytes)
+            rec["units"] = f"cells of {cell_bytes:.0f} B; other traffic by its bytes"
+            for d in rec["directions"].values():
+                sw, port = d["queue"].split(":")
+                key = (sw, int(port))
+                total = after[key][0] - before.get(key, (0, 0))[0]
+                other = total - (after[key][1] - before.get(key, (0, 0))[1])
+                d["other"] = round(other / cell_bytes)
+        return records
 
     def _describe_links(self) -> str:
         s = self.cfg.settings
@@ -244,9 +268,11 @@ class SimRun:
         })
         m.links = self._link_samples()
         if self.load_before is not None and self.load_after is not None:
+            records = linkload.link_totals(self.plan_topo, self.load_before, self.load_after)
+            if s.bit_rate_mode:
+                records = self._bytes_as_cells(records)
             m.link_load = {"window_s": max(1e-9, self.load_after["t"] - self.load_before["t"]),
-                           "links": linkload.link_totals(self.plan_topo, self.load_before,
-                                                         self.load_after)}
+                           "links": records}
         m.queues = {f"{sw}:{port}": [[t, d] for t, d in rows]
                     for (sw, port), rows in sorted(self.depth.items())}
         assert self.local is not None

@@ -196,7 +196,7 @@ def _fabric_entities():
         TableEntry(f"{ing}.forwarding.ipv4_lpm", {"hdr.ipv4.dst_addr": "10.0.2.0/24"},
                    f"{ing}.forwarding.set_next_group", {"group_id": 1}),
         TableEntry(f"{ing}.spray.group_mode", {"meta.group_id": 1},
-                   f"{ing}.spray.set_group_mode", {"mode": 1}),
+                   f"{ing}.spray.set_group_mode", {"mode": 1, "salt": 0x10000}),
         TableEntry(f"{ing}.spray.cell_length", {"meta.cell_payload_len": 1024},
                    f"{ing}.spray.cell_length_ok"),
     ]
@@ -272,7 +272,7 @@ def _fabric_inproc(json_path: Path, packets: int) -> float:
     dp.table_insert(f"{ing}.forwarding.ipv4_lpm", TableEntry(
         (Lpm(0x0A000200, 24),), ActionCall(f"{ing}.forwarding.set_next_group", (1,))))
     dp.table_insert(f"{ing}.spray.group_mode", TableEntry(
-        (Exact(1),), ActionCall(f"{ing}.spray.set_group_mode", (1,))))
+        (Exact(1),), ActionCall(f"{ing}.spray.set_group_mode", (1, 0x10000))))
     dp.table_insert(f"{ing}.spray.cell_length", TableEntry(
         (Exact(1024),), ActionCall(f"{ing}.spray.cell_length_ok")))
     for p in (1, 2):

@@ -17,7 +17,6 @@ from controlplane.admin import AdminError as ChannelError
 from controlplane.fabric_plan import queue_shares
 
 
-
 class AdminError(RuntimeError):
     pass
 

@@ -101,7 +101,7 @@ def leaf_entities(out_port: int) -> list:
         TableEntry(f"{ing}.forwarding.ipv4_lpm", {"hdr.ipv4.dst_addr": "10.0.2.0/24"},
                    f"{ing}.forwarding.set_next_group", {"group_id": 1}),
         TableEntry(f"{ing}.spray.group_mode", {"meta.group_id": 1},
-                   f"{ing}.spray.set_group_mode", {"mode": 1}),
+                   f"{ing}.spray.set_group_mode", {"mode": 1, "salt": 0x10000}),
         TableEntry(f"{ing}.spray.cell_length", {"meta.cell_payload_len": CELL_PAYLOAD},
                    f"{ing}.spray.cell_length_ok"),
         ActionProfileMember(f"{ing}.spray.group_selector", 1, f"{ing}.spray.set_egress_port",

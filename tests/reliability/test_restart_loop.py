@@ -58,7 +58,7 @@ def two_way_leaf() -> list:
             TableEntry(f"{ING}.forwarding.ipv4_lpm", {"hdr.ipv4.dst_addr": net},
                        f"{ING}.forwarding.set_next_group", {"group_id": gid}),
             TableEntry(f"{ING}.spray.group_mode", {"meta.group_id": gid},
-                       f"{ING}.spray.set_group_mode", {"mode": 1}),
+                       f"{ING}.spray.set_group_mode", {"mode": 1, "salt": 0x10000}),
             ActionProfileMember(f"{ING}.spray.group_selector", gid,
                                 f"{ING}.spray.set_egress_port", {"port": port}),
             ActionProfileGroup(f"{ING}.spray.group_selector", gid, [GroupMember(gid, 1)]),

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import json
 import math
+import re
 from pathlib import Path
 
 from topologies.report import (

@@ -118,9 +118,15 @@ class SwitchConnection(PacketIO, Writes):
 
     def close(self) -> None:
         self._closing.set()
-        self._drop_stream()
+        if self._requests is not None:
+            # Half-close first and let the switch end the stream: it does so once it has read
+            # the half-close and dropped this client from arbitration, so a client that
+            # connects right after with the same election id is not refused as a duplicate.
+            self._requests.put(None)
+            self._requests = None
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2)
+        self._drop_stream()
         self._thread = None
 
     @property

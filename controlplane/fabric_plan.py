@@ -172,7 +172,44 @@ def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]]
                                    action="MyIngress.forwarding.arp_reply",
                                    params={"gateway_mac": my_mac}))
 
-    # Next-hop groups: one per distinct port set, members are ports (member id = port).
+    host_routes = _plan_groups(topo, name, hops, plan)
+    plan.routes = _aggregate(host_routes, topo)
+    for prefix, gid in sorted(plan.routes.items()):
+        ents.append(TableEntry(table=T_LPM, match={"hdr.ipv4.dst_addr": prefix},
+                               action="MyIngress.forwarding.set_next_group",
+                               params={"group_id": gid}))
+    ents.append(TableEntry(table=T_CELL_LENGTH,
+                           # the key is the BTH payload length: the configured cell size
+                           match={"meta.cell_payload_len": fab.cell_size},
+                           action="MyIngress.spray.cell_length_ok"))
+
+    _plan_ports(topo, name, own_links, my_mac, plan)
+
+    if priority_queues:
+        for opcode in FEEDBACK_OPCODES:
+            ents.append(TableEntry(table=T_FEEDBACK, match={"hdr.bth.opcode": opcode},
+                                   action="MyIngress.feedback.set_priority",
+                                   params={"prio": FEEDBACK_PRIORITY}))
+
+    if fab.int.mode != "off":
+        ents.append(TableEntry(table=T_INT_TRANSIT, match={"hdr.int_shim.int_type": 1},
+                               action="MyEgress.int_egress.int_transit",
+                               params={"node_id": sw.node_id}))
+    if fab.int.mode == "switch-sink" and host_ports:
+        _plan_switch_sink(topo, name, host_ports, hops, ents)
+
+    if host_ports:
+        _plan_tenants(topo, ents)
+    return plan
+
+
+def _plan_groups(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]],
+                 plan: SwitchPlan) -> dict[str, int]:
+    """Selector members, groups and their spray mode (with this switch's hash salt), adaptive
+    candidates; returns host IP -> group id for the routes."""
+    fab = topo.fabric
+    ents = plan.entities
+    # One group per distinct port set; members are ports (member id = port).
     host_routes: dict[str, int] = {}
     for host, ports in sorted(hops[name].items()):
         key = tuple(ports)
@@ -203,18 +240,14 @@ def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]]
                     match={"meta.group_id": gid, "meta.adaptive_bucket": bucket},
                     action="MyIngress.spray.set_candidates",
                     params={"port_a": a, "port_b": b}))
-    plan.routes = _aggregate(host_routes, topo)
-    for prefix, gid in sorted(plan.routes.items()):
-        ents.append(TableEntry(table=T_LPM, match={"hdr.ipv4.dst_addr": prefix},
-                               action="MyIngress.forwarding.set_next_group",
-                               params={"group_id": gid}))
-    ents.append(TableEntry(table=T_CELL_LENGTH,
-                           # the key is the BTH payload length: the configured cell size
-                           match={"meta.cell_payload_len": fab.cell_size},
-                           action="MyIngress.spray.cell_length_ok"))
+    return host_routes
 
-    # Per port: MAC rewrite, ECN profile, queue settings.
-    ecn = fab.ecn
+
+def _plan_ports(topo: Topology, name: str, own_links: list, my_mac: str,
+                plan: SwitchPlan) -> None:
+    """Per port: MAC rewrite, ECN profile, queue settings."""
+    ents = plan.entities
+    ecn = topo.fabric.ecn
     step = 0 if ecn.kmax == ecn.kmin else int(ecn.pmax * 65536 / (ecn.kmax - ecn.kmin))
     for lk in own_links:
         port = lk.a_port if lk.a == name else lk.b_port
@@ -227,29 +260,19 @@ def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]]
                                params={"kmin": ecn.kmin, "kmax": ecn.kmax, "step": step}))
         plan.queues[port] = (lk.queue.rate_pps, lk.queue.depth)
 
-    if priority_queues:
-        for opcode in FEEDBACK_OPCODES:
-            ents.append(TableEntry(table=T_FEEDBACK, match={"hdr.bth.opcode": opcode},
-                                   action="MyIngress.feedback.set_priority",
-                                   params={"prio": FEEDBACK_PRIORITY}))
 
-    if fab.int.mode != "off":
-        ents.append(TableEntry(table=T_INT_TRANSIT, match={"hdr.int_shim.int_type": 1},
-                               action="MyEgress.int_egress.int_transit",
-                               params={"node_id": sw.node_id}))
-    if fab.int.mode == "switch-sink" and host_ports:
-        _plan_switch_sink(topo, name, host_ports, hops, ents)
 
+def _plan_tenants(topo: Topology, ents: list[Entity]) -> None:
+    """Tenant ACL tables on a switch with hosts: every tenant host's source and destination."""
     for host in topo.hosts.values():
         tenant = topo.tenant_of(host.name)
-        if tenant and host_ports:
+        if tenant:
             for table, action in ((T_TENANT_SRC, "set_src_tenant"),
                                   (T_TENANT_DST, "set_dst_tenant")):
                 field_name = "hdr.ipv4.src_addr" if table == T_TENANT_SRC else "hdr.ipv4.dst_addr"
                 ents.append(TableEntry(table=table, match={field_name: host.ip},
                                        action=f"MyIngress.isolation.{action}",
                                        params={"tenant": tenant}))
-    return plan
 
 
 def _plan_switch_sink(topo: Topology, name: str, host_ports: list[int],

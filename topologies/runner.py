@@ -292,8 +292,7 @@ class FabricRun:
                            "links": linkload.link_totals(topo, self.load_before,
                                                          self.load_after)}
         self._collect_hosts(m)
-        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows,
-                                                  link_failures=bool(cfg.events))
+        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows)
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}
         if len(cfg.workload.steps) > 1:

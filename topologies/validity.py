@@ -14,8 +14,6 @@ from typing import Any
 
 MIN_BUSY_SECONDS = 0.2  # too short a backlog gives no meaningful rate
 SERVICE_TOLERANCE = 0.90  # measured/configured below this = the switch fell behind
-RETX_PER_DROP = 3  # retransmissions one switch drop may explain (SACK, a timeout or two)
-RETX_SLACK = 0.01  # plus this share of the cells sent (spurious resends under reordering)
 
 
 def service_problems(stats: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> list[str]:
@@ -51,8 +49,7 @@ def queue_drops_measured(drops: Mapping[str, Mapping[str, Any]]) -> bool:
 
 
 def loss_problems(target: str, drops: Mapping[str, Mapping[str, Any]],
-                  flows: Mapping[str, Mapping[str, Any]], link_failures: bool = False
-                  ) -> list[str]:
+                  flows: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Where the switches cannot count their queue drops (BMv2), the hosts' retransmissions are
     the only evidence of loss: any makes the drop figure unknown, and a switch that cannot keep
     up (drops frames, or delays and reorders them into spurious retransmissions) looks the same
@@ -62,15 +59,11 @@ def loss_problems(target: str, drops: Mapping[str, Mapping[str, Any]],
         return []
     share = f" ({100 * retx / sent:.1f}% of {sent} cells sent)" if sent else ""
     if queue_drops_measured(drops):
-        if link_failures:
-            return []  # cells lost on a failed link are no queue drops, and are resent
-        # Each cell a switch dropped costs about one retransmission (SACK); many more than
-        # that means cells were lost or delayed outside the switches' queues (a host or the
-        # kernel fell behind) and the transport resent them.
-        dropped = sum(int(d.get("queue_drops", 0)) for d in drops.values())
-        if retx > RETX_PER_DROP * dropped + RETX_SLACK * (sent or 0):
-            return [f"{retx} cells retransmitted{share} but the switches dropped only "
-                    f"{dropped}: cells were lost or delayed outside the switch queues"]
+        # Where the switches count their drops (p4sim) and the kernel's socket drops are
+        # checked per port (service_problems), a retransmission beyond the drops is the
+        # transport resending early (an RTO or NAK under reordering or queueing delay): a
+        # figure of the transport, printed in the summary, not evidence of a run that the
+        # machine could not keep up with.
         return []
     return [f"{retx} cells retransmitted{share} and the {target} switches count no queue drops: "
             "congestion loss cannot be told from a switch that did not keep up"]

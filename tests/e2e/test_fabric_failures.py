@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
 
-from controlplane.topology import load_topology
+from controlplane.topology import QueueSpec, load_topology
 from netlab.hosts import existing_links
 from topologies.run_cli import parse_fail
 from topologies.runner import RunConfig, execute
@@ -28,6 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def _run_with_failure(spec: str, tmp_path: Path, cc: str = "hpcc", name: str = "fat-tree"):
     topo = load_topology(ROOT / "topologies" / f"{name}.yaml")
     topo.fabric = replace(topo.fabric, cc=cc)
+    # 50 packets/s links: 20 switches and 16 (or 32-port) hosts share two cores, and at the
+    # file's 100 pps an edge switch falls behind its rate (the run is then rightly invalid).
+    topo = replace(topo, links=[replace(lk, queue=QueueSpec(rate_pps=50, depth=lk.queue.depth))
+                                for lk in topo.links])
     hosts = sorted(topo.hosts, key=lambda h: int(h[1:]))
     # permutation pairs hosts across pods, so every flow crosses the core
     cfg = RunConfig(topo=topo, target="embedded", workload=permutation(hosts, 32 * 1024, 2),

@@ -297,3 +297,15 @@ def test_close_while_the_switch_is_gone_stops_reconnecting(program: tuple[Path, 
 
     assert wait_until(lambda: not stream_threads(), timeout=10)
     assert not conn.connected
+
+
+def test_reconnecting_at_once_with_the_same_election_id_is_not_refused(
+        switch: P4simSwitch, program: tuple[Path, Path]) -> None:
+    """A client that closes and connects again straight away (a PTF test after the previous
+    one, a controller restart) keeps its election id: the switch must have let go of the old
+    stream by the time close() returns, or it refuses the new one as a duplicate id."""
+    for _ in range(15):
+        c = SwitchConnection(switch.addr, election_id=(0, 7))
+        c.connect()
+        assert c.is_primary
+        c.close()

@@ -158,13 +158,9 @@ def test_bmv2_unmeasured_figures_are_unknown_and_retransmissions_invalidate() ->
     assert len(reasons) == 1 and reasons[0].startswith("21 cells retransmitted (1.0% of 2048")
     m.flows["h1->h3"]["retransmits"] = 0
     assert summarize(m)["cells_dropped"] == 0 and loss_problems("bmv2", m.drops, m.flows) == []
-    # where queue drops are counted (p4sim), retransmissions are explained by them, up to
-    # 3 per drop plus 1% of the cells sent; beyond that, cells were lost outside the switches
+    # where queue drops and kernel socket drops are counted (p4sim), retransmissions beyond
+    # the drops are the transport resending early: printed, not a reason to invalidate
     m.drops = {"s1": {"queue_drops": 3}}
-    m.flows["h1->h3"]["retransmits"] = 29  # 3 * 3 + 20.48
+    m.flows["h1->h3"]["retransmits"] = 300
     assert loss_problems("embedded", m.drops, m.flows) == []
-    m.flows["h1->h3"]["retransmits"] = 31
-    (reason,) = loss_problems("embedded", m.drops, m.flows)
-    assert reason.startswith("31 cells retransmitted (1.5% of 2048 cells sent) but the "
-                             "switches dropped only 3")
-    assert loss_problems("embedded", m.drops, m.flows, link_failures=True) == []
+    assert "300 of 2048 sent (14.6%)" in format_summary(m)

@@ -113,9 +113,16 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             except Exception:
                 log.exception("StreamChannel reader failed")
             finally:
-                conn.close()
+                end()
 
-        context.add_callback(conn.close)
+        def end() -> None:
+            # Leave arbitration as soon as the client is gone (half-close, cancel or a dropped
+            # connection), not only once this generator runs again: a client that reconnects
+            # at once with the same election id must not find its old stream still holding it.
+            conn.close()
+            arbiter.remove(conn)
+
+        context.add_callback(end)
         reader = threading.Thread(target=read_requests, name=f"p4rt-stream-{conn.id}",
                                   daemon=True)
         reader.start()

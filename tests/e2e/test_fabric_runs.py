@@ -127,7 +127,9 @@ def test_dual_homed_link_failure_loses_no_message(tmp_path: Path):
     assert m.summary["messages_completed"] == m.summary["messages_total"] == 32
     moved = [f for fl in m.flows.values() for f in fl["failovers"]]
     assert moved, "the host on the failed link should have failed over"
-    assert sum(f["cells_moved"] for f in moved) > 0, moved  # cells in flight were resent
+    # No count of cells moved is asserted: at 80 cells/s a port often has none in flight at
+    # the instant its link drops, so 0 is a correct figure; the property under test is that
+    # every message still completes over the other port.
     assert any("link l1-h1 down" in e["event"] for e in m.run["events"])
 
 

@@ -58,9 +58,9 @@ from p4sim.switch.tables import MatchTable
 from p4sim.switch.tm import DEFAULT_DEPTH, TrafficManager
 from p4sim.switch.v1model import V1Model
 
-MIN_FRAME = 0  # BMv2 parses frames of any length: extract past the end is PacketTooShort
-# No upper limit: BMv2 processes whatever its ports read (pcap's default snap length, 256 KiB;
-# the port layer reads as much), so frames beyond a jumbo's 9234 bytes go through the pipeline.
+# No length check on receive, as on BMv2: frames of any length are parsed (an extract past the
+# end is PacketTooShort), and whatever the ports read (pcap's default snap length, 256 KiB; the
+# port layer reads as much) goes through the pipeline, frames beyond a jumbo's 9234 bytes too.
 
 TransmitFn = Callable[[int, bytes], None]
 Clock = Callable[[], int]
@@ -123,9 +123,6 @@ class DataPlane:
         with self.lock:
             st = self._pstats(port)
             st.rx_packets += 1
-            if len(frame) < MIN_FRAME:
-                st.rx_dropped_malformed += 1
-                return
             flow = self.flow
             if flow is None:
                 self.no_program_drops += 1
@@ -141,15 +138,10 @@ class DataPlane:
             st.rx_packets += len(frames)
             flow, tm = self.flow, self.tm
             if flow is None:
-                short = sum(1 for frame in frames if len(frame) < MIN_FRAME)
-                st.rx_dropped_malformed += short
-                self.no_program_drops += len(frames) - short
+                self.no_program_drops += len(frames)
                 return
             receive = flow.receive
             for frame in frames:
-                if len(frame) < MIN_FRAME:
-                    st.rx_dropped_malformed += 1
-                    continue
                 receive(port, frame)
                 if tm.backlog or flow.pending:
                     flow.service()

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from netlab.hosts import NetLab, NetLabError, wait_until
@@ -87,9 +88,32 @@ def make_ports(lab: NetLab, ns: str, count: int) -> tuple[dict, dict, dict]:
     return switch_ports, ptf_ports, links
 
 
+def _with_scratch_logs(args: argparse.Namespace, prefix: str,
+                       body: Callable[[argparse.Namespace], int]) -> int:
+    """Runs `body` with a log folder. Without --log-dir the folder is a scratch one: removed
+    when everything passed, kept (and named) when something failed, so a failure can be read
+    and a passing run leaves nothing behind."""
+    if args.log_dir:
+        return body(args)
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    rc = 1
+    try:
+        rc = body(argparse.Namespace(**{**vars(args), "log_dir": str(scratch)}))
+    finally:
+        if rc == 0:
+            shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            print(f"ptf_runner: logs kept in {scratch}", file=sys.stderr)
+    return rc
+
+
 def run(args: argparse.Namespace) -> int:
+    return _with_scratch_logs(args, "cf-ptf-", _run_in)
+
+
+def _run_in(args: argparse.Namespace) -> int:
     target = resolve_target(args.target) if args.dut == "switch" else "none"
-    log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="cf-ptf-"))
+    log_dir = Path(args.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     with NetLab(prefix="cfp") as lab:
         ns = lab.netns("ns")
@@ -147,9 +171,13 @@ def module_setting(path: Path, name: str, default: str) -> str:
 
 
 def run_all(args: argparse.Namespace) -> int:
+    return _with_scratch_logs(args, "cf-ptf-all-", _run_all_in)
+
+
+def _run_all_in(args: argparse.Namespace) -> int:
     failed: list[str] = []
     modules = sorted(PTF_DIR.glob("test_*.py"))
-    logs = Path(args.log_dir or tempfile.mkdtemp(prefix="cf-ptf-all-"))
+    logs = Path(args.log_dir)
     for module in modules:
         dut = module_setting(module, "DUT", "switch")
         print(f"== PTF {module.stem} (dut {dut if dut != 'switch' else args.target or 'default'})",
@@ -159,14 +187,14 @@ def run_all(args: argparse.Namespace) -> int:
             [module.stem]
         sub.log_dir = str(logs / module.stem)
         try:
-            rc = run(sub)
+            rc = _run_in(sub)
         except (NetLabError, ToolchainError, ValueError) as exc:
             print(f"ptf_runner: error: {exc}", file=sys.stderr)
             rc = 2
         if rc != 0:
             failed.append(module.stem)
     print(f"PTF: {len(modules)} modules, {len(modules) - len(failed)} passed"
-          + (f", failed: {', '.join(failed)}" if failed else "") + f"; logs in {logs}")
+          + (f", failed: {', '.join(failed)}; logs in {logs}" if failed else ""))
     return 1 if failed else 0
 
 

@@ -299,8 +299,14 @@ class ControlLowering(TableLowering):
         inner = Env(self.globals_env, prefix=inst.name, application=n)
         for p, r in inst.extra or []:
             inner.bind(p, r)
+        copied = params_needing_copies(call.args, decl.params)
+        copy_in: list[Json] = []
+        copy_back: list[tuple[Any, Ref]] = []
         for a, p in zip(call.args, decl.params):
             assert a.expr is not None
+            if id(p) in copied:
+                inner.bind(p, self.copy_control_arg(a.expr, p, env, copy_in, copy_back, call))
+                continue
             inner.bind(p, self.ref(a.expr, env) if p.direction in ("out", "inout") or isinstance(
                 p.rtype, (T.StructT, T.StackT)) else DataRef(self.data(a.expr, env), p.rtype))
         init: list[A.Stmt] = []
@@ -314,10 +320,41 @@ class ControlLowering(TableLowering):
                 continue
             self.declare_local(d, inner, init)
         assert decl.body is not None
-        self.ret_targets.append(nxt)
-        first = self.build_seq(init + list(decl.body.stmts), nxt, inner)
+        end = nxt
+        if copy_back:  # the body ends (or returns) into the copy-out, then goes on
+            out: list[Json] = []
+            self.copy_out(copy_back, call, env, out)
+            end = self.prims_table(out, end, call)
+        # `exit` leaves without the copy-out (as p4c inlines a control: its exit skips it)
+        self.ret_targets.append(end)
+        first = self.build_seq(init + list(decl.body.stmts), end, inner)
         self.ret_targets.pop()
-        return first
+        return self.prims_table(copy_in, first, call) if copy_in else first
+
+    def copy_control_arg(self, arg: A.Expr, p: A.Param, env: Env, copy_in: list[Json],
+                         copy_back: list[tuple[Any, Ref]], call: A.Call) -> Ref:
+        """Fresh storage for parameter `p` of an applied control, filled from `arg` (in,
+        inout) or invalidated (out), and copied back to `arg` at the end (out, inout)."""
+        tmp = self.layout(p.rtype, p.name, "")
+        if p.direction in ("out", "inout"):
+            dst: Any = arg if isinstance(arg, A.Slice) else self.ref(arg, env)
+            if p.direction == "out":
+                self.invalidate(tmp, copy_in, call)
+            elif isinstance(dst, A.Slice):
+                self.assign(tmp, dst, env, copy_in, call)
+            else:
+                self.assign_ref(tmp, dst, copy_in, call)
+            copy_back.append((dst, tmp))
+        else:
+            self.assign(tmp, arg, env, copy_in, call)
+        return tmp
+
+    def prims_table(self, prims: list[Json], nxt: str | None, node: Any) -> str:
+        """A hidden table whose default action runs `prims`, then goes to `nxt`."""
+        aname = self.unique_action("act")
+        aid = self.add_action_json(aname, [], prims, node)
+        self.hidden_actions.add(aname)
+        return self.dummy_table(self.unique_table("tbl_" + aname), aname, aid, [], nxt, node)
 
     applied_controls: dict[str, int] = {}
     control_envs: dict[str, Env] = {}
@@ -326,6 +363,42 @@ class ControlLowering(TableLowering):
         if e.const is not None:
             return DataRef(self.const_json(e.const, e.type), e.type)
         return self.ref(e, env)
+
+def _arg_path(e: A.Expr) -> tuple[Any, ...]:
+    """The storage an argument names, as (root declaration, member or constant index, ...);
+    a run-time index is None, which may be any element."""
+    steps: list[Any] = []
+    while isinstance(e, (A.Member, A.Index, A.Slice)):
+        if isinstance(e, A.Member):
+            steps.append(e.name)
+        elif isinstance(e, A.Index):
+            steps.append(e.index.const if isinstance(e.index.const, int) else None)
+        e = e.expr
+    root = id(e.decl) if isinstance(e, A.Name) and e.decl is not None else id(e)
+    return (root, *reversed(steps))
+
+
+def _overlap(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+def params_needing_copies(args: list[A.Arg], params: list[A.Param]) -> set[int]:
+    """The parameters (by id) of a control application that need copy-in/copy-out storage:
+    those whose argument overlaps another argument written by the control (`c.apply(x, x)`),
+    where binding by reference would let one parameter see writes to the other, and `out`
+    headers, which start invalid. The rest are bound to the argument itself, as before."""
+    paths = [(_arg_path(a.expr), p) for a, p in zip(args, params) if a.expr is not None]
+    copied: set[int] = set()
+    for i, (path, p) in enumerate(paths):
+        for j, (other, q) in enumerate(paths):
+            if i != j and _overlap(path, other) and "out" in (
+                    (p.direction or "") + (q.direction or "")):
+                copied.add(id(p))
+        if p.direction == "out" and (isinstance(p.rtype, T.StackT) or (
+                isinstance(p.rtype, T.StructT) and p.rtype.is_header)):
+            copied.add(id(p))
+    return copied
+
 
 def _calls(node: A.Node) -> list[A.Call]:
     found: list[A.Call] = []

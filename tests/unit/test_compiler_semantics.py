@@ -187,6 +187,45 @@ def test_control_instance_applied_twice(tmp_path):
     assert run(dp, a=1)[1][0] == 7
 
 
+def test_control_arguments_are_copied_in_and_out_when_they_alias(tmp_path):
+    # `inc.apply(a, a, b)`: v and w are copies of a (1); w = 2, o = 1 + 2 = 3, w = 5; copy-out
+    # in parameter order: a = 5, b = 3. `inc.apply(c, c, c)`: c = 5 -> w = 17, o = 11; c = 11.
+    # By reference: a = 6, b = 4, c = 24 (real p4c + BMv2 give 5, 3, 11).
+    dp, _ = build(tmp_path, decls="""
+        control Inc(in bit<8> v, inout bit<8> w, out bit<8> o) {
+            apply { w = w + 1; o = v; o = o + w; w = w + o; } }""",
+                  locals_="Inc() inc;",
+                  body="inc.apply(hdr.h.a, hdr.h.a, hdr.h.b);\ninc.apply(hdr.h.c, hdr.h.c, hdr.h.c);")
+    assert run(dp, a=1, b=0, c=5)[1][:3] == bytes([5, 3, 11])
+
+
+def test_control_return_copies_out_and_exit_does_not(tmp_path):
+    # Ret(a, a): w = 2, o = 1 + 2, return: copy-out a = 2 then a = 3. Ex(c, c): w = 8,
+    # o = 13 > 10, exit: no copy-out, c stays 5, and nothing after runs (d stays 4).
+    # Real p4c + BMv2 give exactly this; by reference c would be 13 (0x0d).
+    dp, _ = build(tmp_path, decls="""
+        control Ret(inout bit<8> w, inout bit<8> o) {
+            apply { w = w + 1; if (w == 2) { o = o + w; return; } o = 99; } }
+        control Ex(inout bit<8> w, inout bit<8> o) {
+            apply { w = w + 3; o = o + w; if (o > 10) { exit; } o = 77; } }""",
+                  body="Ret.apply(hdr.h.a, hdr.h.a);\nEx.apply(hdr.h.c, hdr.h.c);\nhdr.h.d = 9;")
+    assert run(dp, a=1, c=5, d=4)[1][:4] == bytes([3, 0, 5, 4])
+    # o = 1 + 4 = 5 <= 10: no exit, o = 77 is copied out last.
+    assert run(dp, a=1, c=1, d=4)[1][:4] == bytes([3, 0, 77, 9])
+
+
+def test_out_header_argument_of_a_control_starts_invalid(tmp_path):
+    # The control never writes its `out` header: after the call the caller's header is
+    # invalid, so the deparser leaves it out (by reference it stayed valid).
+    dp, _ = build(tmp_path, decls="""
+        control Clear(out s_t x) { apply { } }""", body="if (hdr.h.b == 1) { Clear.apply(hdr.s[0]); }")
+    dp.out.clear()  # type: ignore[attr-defined]
+    dp.receive(0, bytes([1, 1, 0, 0, 0xAA, 0xBB]) + PAYLOAD)
+    ((_, frame),) = dp.out  # type: ignore[attr-defined]
+    assert frame == bytes([1, 1, 0, 0, 0xBB]) + PAYLOAD
+    assert run(dp, a=1, b=0, s0=0xAA, s1=0xBB)[1] == bytes([1, 0, 0, 0, 0xAA, 0xBB])
+
+
 def test_slice_key_matches_the_slice_value(tmp_path):
     dp, info = build(tmp_path, locals_="""
         action set(bit<8> v) { hdr.h.c = v; }

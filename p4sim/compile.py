@@ -11,7 +11,8 @@ from p4sim.frontend.errors import CompileError
 
 USAGE = """usage: p4sim compile PROG.p4 [-o OUT.json] [--p4runtime-files F[,F...]]
                      [-I DIR] [-D NAME[=VALUE]] [--std p4-16] [--arch v1model]
-                     [--target bmv2] [--p4runtime-format text|binary|json] [--p4v 16]"""
+                     [--target bmv2] [--p4runtime-format text|binary|json] [--p4v 16]
+                     [--Werror]"""
 
 
 @dataclass
@@ -22,6 +23,7 @@ class Options:
     p4info_format: str | None = None
     includes: list[str] = field(default_factory=list)
     defines: dict[str, str] = field(default_factory=dict)
+    warnings_are_errors: bool = False  # --Werror
 
 
 class UsageError(Exception):
@@ -62,8 +64,10 @@ def parse_args(argv: list[str]) -> Options:
         elif a.startswith("--p4v"):
             if value("--p4v") not in ("16", "1.6"):
                 raise UsageError("only --p4v 16 is supported")
+        elif a == "--Werror":
+            o.warnings_are_errors = True
         elif a in ("-v", "--emit-externs") or a.startswith(("--Wdisable", "--Wwarn")):
-            pass  # accepted for p4c-bm2-ss compatibility; p4sim has no verbosity or warnings
+            pass  # accepted for p4c-bm2-ss compatibility; p4sim has no verbosity levels
         elif a.startswith("--std"):
             if value("--std") not in ("p4-16", "p4_16"):
                 raise UsageError("only --std p4-16 is supported")
@@ -85,8 +89,10 @@ def parse_args(argv: list[str]) -> Options:
     return o
 
 
-def compile_program(opts: Options) -> tuple[dict, object, object]:
-    """Runs every pass; returns (bmv2 json, P4Info message, builder). Raises CompileError."""
+def compile_program(opts: Options, warnings: list[str] | None = None
+                    ) -> tuple[dict, object, object]:
+    """Runs every pass; returns (bmv2 json, P4Info message, builder). Raises CompileError
+    (for the first warning too, with --Werror); each warning's text goes into `warnings`."""
     from p4sim.backend.json_program import build_json
     from p4sim.backend.p4info import build_p4info
     from p4sim.frontend.lexer import tokenize
@@ -103,6 +109,16 @@ def compile_program(opts: Options) -> tuple[dict, object, object]:
     try:
         prog = parse(tokenize(pp))
         checker = typecheck(prog)
+        seen: set[str] = set()
+        for w in checker.warnings:
+            text = w.render(pp.sources, opts.source, kind="warning")
+            if text in seen:
+                continue  # one constant checked twice (an overload tried, then chosen)
+            seen.add(text)
+            if opts.warnings_are_errors:
+                raise w
+            if warnings is not None:
+                warnings.append(text)
         doc, builder = build_json(checker, prog, pp.sources, opts.source)
         info = build_p4info(builder.control_plane_model())
     except CompileError as e:
@@ -140,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.isfile(opts.source):
             print(f"{opts.source}: error: no such file", file=sys.stderr)
             return 1
-        doc, info, _ = compile_program(opts)
+        warnings: list[str] = []
+        doc, info, _ = compile_program(opts, warnings)
+        for text in warnings:
+            print(text, file=sys.stderr)
         out = opts.output or os.path.splitext(os.path.basename(opts.source))[0] + ".json"
         with open(out, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=2)

@@ -28,12 +28,13 @@ class CompileError(Exception):
         self.loc = loc or NOWHERE
         self.message = ("unsupported: " + message) if unsupported else message
 
-    def render(self, sources: dict[str, list[str]], fallback: str = "") -> str:
+    def render(self, sources: dict[str, list[str]], fallback: str = "",
+               kind: str = "error") -> str:
         """p4c-style text: `FILE:LINE:COL: error: MESSAGE`, then the line and a caret
-        (`FILE: error: MESSAGE` for whole-program errors)."""
+        (`FILE: error: MESSAGE` for whole-program errors); `kind` "warning" for a warning."""
         if self.loc is NOWHERE or self.loc.line == 0:
-            return f"{fallback or self.loc.file}: error: {self.message}"
-        head = f"{self.loc}: error: {self.message}"
+            return f"{fallback or self.loc.file}: {kind}: {self.message}"
+        head = f"{self.loc}: {kind}: {self.message}"
         lines = sources.get(self.loc.file)
         if lines and 0 < self.loc.line <= len(lines):
             text = lines[self.loc.line - 1].rstrip("\n").expandtabs(1)

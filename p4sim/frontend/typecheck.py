@@ -43,6 +43,12 @@ class Checker(ExprChecker, StmtChecker):
         self.ctx: list[Any] = []  # enclosing parser/control/action/function decls
         self.program: A.Program | None = None
         self.main: A.Instance | None = None
+        # What p4c only warns about (a constant that does not fit its type, wrapped to it),
+        # in source order; `p4sim compile` prints them and fails on them with --Werror.
+        self.warnings: list[CompileError] = []
+
+    def warn(self, loc: Any, message: str) -> None:
+        self.warnings.append(CompileError(loc, message))
 
     # ---- scopes -------------------------------------------------------------------------------
     def push(self, kind: str = "block") -> Scope:

@@ -53,13 +53,13 @@ class ExprChecker(CallChecker):
                 raise CompileError(e.loc, f"type mismatch: expected {want}, got int")
             if not T.fits(v, want):
                 # p4c only warns ("value does not fit", "negative value with unsigned type")
-                # and wraps the constant to the width: -1 is all ones. p4sim wraps too where
-                # the literal is an operand (`4 / 1w1`) or negative, but keeps too large
-                # values assigned or passed (`egress_spec = 512`) an error: that is a bug
-                if operand or (v < 0 and not want.signed and v >= -(1 << want.width)):
-                    e.const = wrap(v, want)
-                else:
-                    raise CompileError(e.loc, f"value {v} does not fit in {want}")
+                # and wraps the constant to the width: -1 is all ones, 512 in bit<9> is 0
+                e.const = wrap(v, want)
+                if v < 0 and not want.signed and v >= -(1 << want.width):
+                    self.warn(e.loc, f"negative value {v} with unsigned type {want}: "
+                                     f"taken as {e.const}")
+                elif not operand:
+                    self.warn(e.loc, f"value {v} does not fit in {want}: truncated to {e.const}")
             e.type = want
             return
         if isinstance(have, T.IntT) and isinstance(want, T.EnumT) and want.underlying:
@@ -121,9 +121,9 @@ class ExprChecker(CallChecker):
         t = T.BitT(e.width, e.signed)
         if e.width <= 0:
             raise CompileError(e.loc, "integer width must be positive")
-        if not T.fits(e.value, t) and not (e.signed and 0 <= e.value < (1 << e.width)):
-            raise CompileError(e.loc, f"value {e.value} does not fit in {t}")
         e.const = wrap(e.value, t)
+        if not T.fits(e.value, t) and not (e.signed and 0 <= e.value < (1 << e.width)):
+            self.warn(e.loc, f"value {e.value} does not fit in {t}: truncated to {e.const}")
         return t
 
     def x_BoolLit(self, e: A.BoolLit, expected: Any) -> T.Type:

@@ -67,10 +67,6 @@ CASES = [
      "operands of '==' have different types: bit<8> and bit<16>"),
     ("undeclared", dict(body="meta.x = /*^*/undefined_thing;"),
      "undeclared name 'undefined_thing'"),
-    ("int-too-wide", dict(body="meta.x = /*^*/256;"), "value 256 does not fit in bit<8>"),
-    ("port-too-wide", dict(body="sm.egress_spec = /*^*/512;"), "value 512 does not fit in bit<9>"),
-    ("width-literal-too-wide", dict(body="meta.x = /*^*/8w300;"),
-     "value 300 does not fit in bit<8>"),
     ("bool-into-bit", dict(body="hdr.h.f = /*^*/true;"),
      "type mismatch: expected bit<1>, got bool"),
     ("bit-as-condition", dict(body="if (/*^*/hdr.h.f) { }"),
@@ -293,14 +289,66 @@ def test_rejected_program(tmp_path, capsys, kwargs, message):
 
 def test_error_inside_included_file_points_there(tmp_path, capsys):
     inc = tmp_path / "inc.p4"
-    inc.write_text("// helper\nconst bit<4> SMALL = 16;\n")
+    inc.write_text("// helper\nconst bit<4> SMALL = 4w1 + 8w1;\n")
     text = program(decls='#include "inc.p4"')
     src = tmp_path / "main.p4"
     src.write_text(text)
     rc = compile_main([str(src), "-o", str(tmp_path / "o.json")])
     err = capsys.readouterr().err
     assert rc == 1
-    assert err.splitlines()[0] == f"{inc}:2:22: error: value 16 does not fit in bit<4>"
+    assert err.splitlines()[0].startswith(f"{inc}:2:")
+    assert ": error: " in err.splitlines()[0]
+
+
+# Constants that do not fit their type: real p4c (1.2.5) warns ("value does not fit in N bits",
+# "negative value with unsigned type"), wraps the value to the width and compiles; p4sim does
+# the same, and fails on them with --Werror as p4c does.
+WARNINGS = [
+    ("int-too-wide", "meta.x = /*^*/256;", "value 256 does not fit in bit<8>: truncated to 0"),
+    ("port-too-wide", "sm.egress_spec = /*^*/513;",
+     "value 513 does not fit in bit<9>: truncated to 1"),
+    ("width-literal-too-wide", "meta.x = /*^*/8w300;",
+     "value 300 does not fit in bit<8>: truncated to 44"),
+    ("negative-unsigned", "meta.x = /*^*/-1;",
+     "negative value -1 with unsigned type bit<8>: taken as 255"),
+]
+
+
+def _assigned_constant(json_path) -> int:
+    import json
+
+    doc = json.loads(json_path.read_text())
+    for action in doc["actions"]:
+        for p in action["primitives"]:
+            if p["op"] == "assign" and p["parameters"][1]["type"] == "hexstr":
+                return int(p["parameters"][1]["value"], 16)
+    raise AssertionError("no constant assignment in the JSON")
+
+
+@pytest.mark.parametrize("body,message", [(b, m) for _, b, m in WARNINGS],
+                         ids=[i for i, _, _ in WARNINGS])
+def test_constant_that_does_not_fit_is_a_warning_and_wraps(tmp_path, capsys, body, message):
+    text = program(body=body)
+    src = tmp_path / "w.p4"
+    src.write_text(text)
+    line, col = marker_pos(text)
+    out = tmp_path / "w.json"
+    assert compile_main([str(src), "-o", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"{src}:{line}:{col}: warning: {message}"
+    assert err[2] == " " * (col - 1) + "^"
+    wrapped = int(message.rsplit(" ", 1)[1])
+    assert _assigned_constant(out) == wrapped
+    assert compile_main([str(src), "-o", str(tmp_path / "e.json"), "--Werror"]) == 1
+    assert capsys.readouterr().err.splitlines()[0] == f"{src}:{line}:{col}: error: {message}"
+    assert not (tmp_path / "e.json").exists()
+
+
+def test_a_program_without_warnings_prints_nothing(tmp_path, capsys):
+    src = tmp_path / "ok.p4"
+    src.write_text(program(body="meta.x = 255;"))
+    assert compile_main([str(src), "-o", str(tmp_path / "ok.json"), "--Werror"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_missing_include_and_error_directive(tmp_path, capsys):

@@ -223,9 +223,12 @@ def format_summary(m: RunMetrics) -> str:
             if s.get("cells_sent") else "") + f", {s['duplicate_cells']} duplicates received"),
         ("max reorder depth (cells)", str(s["max_reorder_depth"])),
     ]
-    rows.append(("goodput / bottleneck capacity",
-                 f"{100 * s.get('goodput_fraction', goodput_fraction(m)):.1f}%"))
-    if s.get("offered_load") is not None:
+    if s.get("offered_load") is None:
+        rows.append(("goodput / bottleneck capacity",
+                     f"{100 * s.get('goodput_fraction', goodput_fraction(m)):.1f}%"))
+    else:
+        # Under offered load the flows are idle between arrivals: time busy over ideal time
+        # (goodput_fraction, still in metrics.json) is no utilization; these two are.
         rows.append(("offered load per host", f"{100 * s['load']:.1f}% of its link configured, "
                      f"{100 * s['offered_load']:.1f}% offered by the arrivals"))
         rows.append(("goodput per host", f"{100 * s['goodput']:.1f}% of its link (payload, "

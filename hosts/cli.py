@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--count", type=int, default=1)
     s.add_argument("--duration", type=float, default=0.0)
     s.add_argument("--drain", type=float, default=5.0)
+    s.add_argument("--mean-gap", type=float, default=0.0,
+                   help="offered load: Poisson message arrivals of this mean gap in seconds "
+                        "(0 = back to back)")
+    s.add_argument("--arrival-seed", type=int, default=0, help="seed of the arrival process")
     s.add_argument("--cell-size", type=int, default=wire.CELL_PAYLOAD_DEFAULT)
     s.add_argument("--cc", choices=NAMES, default="none")
     s.add_argument("--rate", default="0", help="line rate: 20M (bits/s) or 3000pps; 0 = unpaced")
@@ -152,7 +156,8 @@ def sender_config(args: argparse.Namespace) -> SenderConfig:
         ifaces=args.iface, dst_macs=args.dst_mac, src_macs=args.src_mac,
         src_ip=args.src_ip, dst_ip=args.dst_ip, qpn=args.qp, payload_len=args.cell_size,
         msg_size=args.msg_size, count=args.count, duration_s=args.duration,
-        drain_s=args.drain, cc=args.cc, rate_bps=parse_rate(args.rate, frame),
+        drain_s=args.drain, mean_gap_s=args.mean_gap, arrival_seed=args.arrival_seed,
+        cc=args.cc, rate_bps=parse_rate(args.rate, frame),
         link_bps=parse_rate(args.link_rate, frame) if args.link_rate else 0.0,
         cc_params=_kv_params(args.cc_param), int_source=args.int_source, rto_s=args.rto,
         sack_holdoff_s=args.sack_holdoff, port_timeout_s=args.port_timeout,

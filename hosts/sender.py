@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hosts import wire
+from hosts.arrivals import Arrivals, poisson_arrivals
 from hosts.cc import RateController, make_controller
 from hosts.cc.hpcc import HopSample
 from hosts.cells import CellTemplate, message_bytes, message_crc, parse_roce
@@ -21,7 +22,7 @@ from hosts.layers import parse_int_block
 from hosts.nic import NicPort
 from hosts.ratelimit import TokenBucket
 from hosts.sack import decode_ack
-from hosts.transport import SenderTransport
+from hosts.transport import OutMessage, SenderTransport
 
 HEALTH_INTERVAL_S = 0.01
 CREDIT_PROBE_S = 0.1  # grant starvation after which one probe cell goes (hosts.cc.credit)
@@ -39,6 +40,10 @@ class SenderConfig:
     count: int = 1  # messages; 0 = as many as fit in duration_s
     duration_s: float = 0.0  # 0 = until ``count`` messages are done
     drain_s: float = 5.0  # after duration_s, how long to wait for outstanding messages
+    # Offered load: messages arrive as a Poisson process of this mean gap (hosts.arrivals),
+    # each timed from its arrival; 0 = back to back, each timed from its first cell.
+    mean_gap_s: float = 0.0
+    arrival_seed: int = 0
     cc: str = "none"
     rate_bps: float = 0.0  # line rate; 0 = unlimited
     cc_params: dict[str, object] = field(default_factory=dict)
@@ -75,8 +80,12 @@ class Sender:
             raise ValueError(f"--iface: need one or two interfaces, got {len(cfg.ifaces)}")
         if len(cfg.dst_macs) not in (1, len(cfg.ifaces)):
             raise ValueError("--dst-mac: give one MAC for all ports or one per --iface")
+        if cfg.mean_gap_s and cfg.count <= 0:
+            raise ValueError("--mean-gap: offered load needs --count (messages per flow)")
         self.cfg = cfg
         self.clock = clock
+        self.arrivals: Arrivals | None = poisson_arrivals(
+            cfg.count, cfg.mean_gap_s, cfg.arrival_seed) if cfg.mean_gap_s > 0 else None
         self.ports = ports if ports is not None else [
             NicPort(i, name, cfg.src_macs[i] if i < len(cfg.src_macs) else "")
             for i, name in enumerate(cfg.ifaces)]
@@ -128,10 +137,32 @@ class Sender:
                 return
             if until is not None and now >= until:
                 return
+            queued = now
+            if self.arrivals is not None:
+                # Timed from its arrival, not from when the sender got to it: a message that
+                # waits behind the one before is slowed down by the load, and that counts.
+                queued = self._start + self.arrivals.times_s[self._messages_added]
+                if now < queued:
+                    return
             data = message_bytes(self._messages_added, cfg.msg_size, cfg.seed)
             self.crcs.append(message_crc(data))
-            tr.add_message(data, now)
+            tr.add_message(data, queued)
             self._messages_added += 1
+
+    def _until_arrival(self, now: float) -> float | None:
+        """Seconds until the next message arrives; None when none is to come (or one has
+        arrived already and waits only for room in the send window: an ACK makes that)."""
+        arr = self.arrivals
+        if arr is None or self._messages_added >= len(arr.times_s):
+            return None
+        due = self._start + arr.times_s[self._messages_added]
+        return due - now if due > now else None
+
+    def _began(self, msg: OutMessage) -> float:
+        """When a message's time starts: its arrival under offered load, else its first cell."""
+        if self.arrivals is not None:
+            return msg.queued_at
+        return msg.first_sent or msg.queued_at
 
     # -- main loop -------------------------------------------------------------------------------
     def begin(self) -> None:
@@ -169,6 +200,9 @@ class Sender:
             self.transport.check_timeouts(now)
             self._check_ports(now)
         wait = self._send_burst(now)
+        arrival = self._until_arrival(now)
+        if wait and arrival is not None:
+            wait = min(wait, arrival)
         return min(wait, max(0.0, self._next_health - now)) if wait else 0.0
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, object]:
@@ -314,9 +348,9 @@ class Sender:
     # -- results ---------------------------------------------------------------------------------
     def metrics(self, elapsed: float) -> dict[str, object]:
         tr = self.transport
-        fcts = sorted(m.completed - (m.first_sent or m.queued_at) for m in tr.done)
+        fcts = sorted(m.completed - self._began(m) for m in tr.done)
         st = tr.stats
-        return {
+        out = {
             "role": "send",
             "wall_start": self._wall_start,
             "elapsed_s": elapsed,
@@ -325,12 +359,12 @@ class Sender:
             "messages_completed": len(tr.done),
             "message_size": self.cfg.msg_size,
             "message_crc32": self.crcs[:10000],
-            "fct_list_s": [m.completed - (m.first_sent or m.queued_at)
+            "fct_list_s": [m.completed - self._began(m)
                            for m in tr.done[:10000]],  # per message, in message order
             # First cell of the first message to the last message acknowledged: the flow's
             # duration, which goodput is measured over (messages overlap in flight).
             "flow_time_s": (max(m.completed for m in tr.done)
-                            - min(m.first_sent or m.queued_at for m in tr.done))
+                            - min(self._began(m) for m in tr.done))
             if tr.done else None,
             "fct_s": {"avg": sum(fcts) / len(fcts) if fcts else None,
                       "p50": fcts[len(fcts) // 2] if fcts else None,
@@ -352,3 +386,21 @@ class Sender:
             "failovers": [{k: v for k, v in e.items() if k != "detected_at"}
                           for e in self.failovers],
         }
+        if self.arrivals is not None:
+            out["arrivals"] = self._arrival_metrics(elapsed)
+        return out
+
+    def _arrival_metrics(self, elapsed: float) -> dict[str, object]:
+        """What was offered over the arrival window and what was delivered over the goodput
+        interval: from the flow's start to the later of the window's end and the last message
+        acknowledged (or the end of the run, if one never was). The interval contains the
+        window, so delivered / interval never exceeds offered / window."""
+        arr, tr, size = self.arrivals, self.transport, self.cfg.msg_size
+        assert arr is not None
+        all_done = len(tr.done) >= len(arr.times_s)
+        last = max(m.completed for m in tr.done) - self._start if all_done else elapsed
+        return {"mean_gap_s": arr.mean_gap_s, "window_s": arr.window_s,
+                "offered_bytes": size * len(arr.times_s),
+                "delivered_bytes": size * len(tr.done),
+                "interval_s": max(arr.window_s, last),
+                "arrival_s": list(arr.times_s[:10000])}

@@ -17,6 +17,8 @@ from typing import Any
 
 from controlplane.fabric_plan import data_rate
 from controlplane.topology import Topology, router_mac
+from hosts import wire
+from hosts.arrivals import mean_gap_s
 from hosts.wire import TELEMETRY_REPORT_PORT
 from topologies.workloads import Step, Transfer
 
@@ -51,6 +53,27 @@ class StepPlan:
 def host_line_rate(topo: Topology, host: str) -> int:
     """Cells per second a host's link carries: its rate less the feedback queue's share."""
     return data_rate(min(lk.queue.rate_pps for lk in topo.links_of(host)))
+
+
+def cell_frame_bytes(topo: Topology, cc: str) -> int:
+    """A data cell's frame as the sender builds it (INT shim when the host is the source)."""
+    int_source = cc == "hpcc" or host_reports(topo)
+    return (14 + 20 + 8 + (16 if int_source else 0) + wire.BTH_LEN + topo.fabric.cell_size
+            + wire.ICRC_LEN)
+
+
+def host_link_bps(topo: Topology, host: str, cc: str) -> float:
+    """A host link's rate in bits per second, the rate offered load is a fraction of: its
+    packet rate in cell frames (the simulator's planning topology holds --link-rate as
+    exactly that, so this gives it back)."""
+    return min(lk.queue.rate_pps for lk in topo.links_of(host)) * 8 * cell_frame_bytes(topo, cc)
+
+
+def expected_arrival_s(topo: Topology, step: Step, cc: str) -> float:
+    """The longest mean arrival window of a step's loaded flows (0 without load): the time
+    its messages take to arrive at all, which a step's time limit must allow on top."""
+    return max(((t.count + 1) * mean_gap_s(t.size, t.load, host_link_bps(topo, t.src, cc))
+                for t in step.transfers if t.load), default=0.0)
 
 
 def path_switches(topo: Topology, src: str, dst: str) -> int:
@@ -147,6 +170,9 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
                 "--cell-size", str(fab.cell_size), "--cc", cc, "--rate", f"{rate}pps",
                 "--sport", str(t.sport or flow_sport(t.src, t.dst, qp_base + n)),
                 "--drain", "10"]
+        if t.load:
+            gap = mean_gap_s(t.size, t.load, host_link_bps(topo, t.src, cc))
+            argv += ["--mean-gap", repr(gap), "--arrival-seed", str(t.arrival_seed)]
         depth = max(lk.queue.depth for lk in topo.links)
         for key, value in timing_args(rate, depth).items():
             argv += [f"--{key.replace('_', '-')}", f"{value:.4f}"]

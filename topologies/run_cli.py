@@ -82,6 +82,10 @@ def add_workload_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--size", type=int, default=256 * 1024, help="message bytes (default 256 KiB)")
     ap.add_argument("--count", type=int, default=2, help="messages per flow (default 2)")
     ap.add_argument("--senders", type=int, default=None, help="incast: number of senders")
+    ap.add_argument("--load", type=float, default=None, metavar="F",
+                    help="offered load, 0 < F <= 1: each sending host is offered F of its link "
+                         "rate, its --count messages per flow arriving as a seeded Poisson "
+                         "process (permutation, all-to-all; default: back to back)")
     ap.add_argument("--fail", action="append", default=[], metavar="LINK|SWITCH@T[:T_UP]",
                     help=FAIL_HELP)
     ap.add_argument("--results", default="results", help="results folder (default results/)")
@@ -97,7 +101,8 @@ def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list
     hosts = sorted(topo.hosts, key=lambda h: int(re.sub(r"\D", "", h) or 0))
     leaf_of = {h: topo.hosts[h].leaves[0] for h in hosts}
     workload = make_workload(args.workload, hosts, args.size, args.count,
-                             senders=args.senders, leaf_of=leaf_of, seed=args.seed)
+                             senders=args.senders, leaf_of=leaf_of, seed=args.seed,
+                             load=args.load)
     events = [ev for spec in args.fail for ev in parse_fail(spec, topo)]
     for ev in events:
         for link in ev.links:

@@ -26,7 +26,15 @@ from controlplane.topology import Topology
 from netlab.targets import compile_p4
 from topologies import linkload
 from topologies.admin import SwitchAdmin
-from topologies.hostprocs import StepPlan, cells_for, host_line_rate, plan_step, read_metrics
+from topologies.hostprocs import (
+    StepPlan,
+    cells_for,
+    expected_arrival_s,
+    host_line_rate,
+    host_link_bps,
+    plan_step,
+    read_metrics,
+)
 from topologies.monitor import FabricMonitor
 from topologies.network import FabricNet
 from topologies.report import RunMetrics, format_summary, write_report
@@ -219,7 +227,10 @@ class FabricRun:
             self.traffic_start = time.time()  # no data can move before the first sender
         for hp in plan.senders:
             self._start(hp, logs / f"{hp.metrics.stem}.log")
-        deadline = time.time() + self.cfg.step_timeout_s
+        # Offered load spreads the messages' arrivals out: the limit counts from the last
+        # (twice the mean window: a Poisson window that long is rare).
+        deadline = time.time() + self.cfg.step_timeout_s + 2 * expected_arrival_s(
+            self.topo, self.cfg.workload.steps[plan.index], self.cfg.cc)
         last = 0.0
         while time.time() < deadline:
             if plan.index == 0 and self._timers and not self._timers_started \
@@ -250,7 +261,7 @@ class FabricRun:
             "name": cfg.run_dir.name, "topology": topo.name, "target": cfg.target,
             "workload": cfg.workload.name, "cc": cfg.cc, "spray": topo.fabric.spray,
             "cell_size": topo.fabric.cell_size, "t0": self.t0, "events": self.event_log,
-            "failures": self.failures,
+            "failures": self.failures, "load": cfg.workload.load or None,
         })
         if self.monitor is not None:
             m.links = self.monitor.link_samples()
@@ -348,7 +359,9 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
             t = hp.transfer
             data = read(hp.metrics) or {}
             rate = min(line_rate(topo, t.src), line_rate(topo, t.dst))
-            share = max(share_dst[t.dst], share_src[t.src])
+            # Under offered load a message's ideal is the line to itself (the usual FCT
+            # slowdown); back to back, its flows share the busiest end all the time.
+            share = 1 if t.load else max(share_dst[t.dst], share_src[t.src])
             ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate
             fcts = data.get("fct_list_s") or []
             done = int(data.get("messages_completed", 0))
@@ -367,6 +380,9 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                             "failovers": data.get("failovers", []),
                             "retransmits": (data.get("cells") or {}).get("retransmits", 0),
                             "cells_sent": (data.get("cells") or {}).get("cells_sent")}
+            if t.load:
+                m.flows[key]["load"] = offered_record(t, data, host_link_bps(topo, t.src,
+                                                                           topo.fabric.cc))
         for hp in plan.receivers:
             data = read(hp.metrics) or {}
             agg = m.reorder.setdefault(hp.host, {"max_depth": 0, "p99_depth": 0,
@@ -377,6 +393,16 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                 agg["p99_depth"] = max(agg["p99_depth"], int(r.get("p99_depth", 0) or 0))
                 agg["out_of_order"] += int(r.get("out_of_order", 0))
                 agg["duplicates"] += int(r.get("duplicates", 0))
+
+
+def offered_record(t: Any, data: dict[str, Any], link_bps: float) -> dict[str, Any]:
+    """A loaded flow's offered and delivered bytes with the intervals they count over (the
+    sender's, hosts/sender.py), and its sender's link rate; report.summarize adds them up."""
+    arr = data.get("arrivals") or {}
+    return {"configured": t.load, "link_bps": link_bps,
+            "offered_bytes": arr.get("offered_bytes", t.size * t.count),
+            "window_s": arr.get("window_s"), "delivered_bytes": arr.get("delivered_bytes", 0),
+            "interval_s": arr.get("interval_s")}
 
 
 def step_durations(m: RunMetrics, step_times: list[dict[str, Any]]) -> list[dict[str, Any]]:

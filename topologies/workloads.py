@@ -3,14 +3,21 @@
 A workload is a list of ``Step``s; every ``Transfer`` of a step runs concurrently, and a step
 starts only when every transfer of the one before has completed (all-reduce's "each step
 waits for the slowest"). The one-shot patterns (permutation, incast, all-to-all) are one step.
+
+Offered load (``load``, permutation and all-to-all): each sending host is offered that fraction
+of its link rate; its messages arrive as a seeded Poisson process (hosts.arrivals), ``count``
+per flow, instead of back to back. All-to-all splits a host's load evenly over its N-1 flows.
+Incast and all-reduce are synchronized bursts by definition, so they take no load.
 """
 
 from __future__ import annotations
 
 import random
+import zlib
 from dataclasses import dataclass
 
 WORKLOADS = ("permutation", "incast", "all-to-all", "allreduce")
+LOAD_WORKLOADS = ("permutation", "all-to-all")
 
 
 class WorkloadError(ValueError):
@@ -24,6 +31,8 @@ class Transfer:
     size: int  # bytes per message
     count: int  # messages
     sport: int | None = None  # UDP source port (default: chosen per flow by the runner)
+    load: float = 0.0  # fraction of the sender's link rate this flow offers; 0 = back to back
+    arrival_seed: int = 0  # seed of this flow's arrival process (with load)
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,7 @@ class Step:
 class Workload:
     name: str
     steps: tuple[Step, ...]
+    load: float = 0.0  # offered load per sending host (configured); 0 = back to back
 
     @property
     def total_bytes(self) -> int:
@@ -44,8 +54,19 @@ class Workload:
         return [t for s in self.steps for t in s.transfers]
 
 
+def arrival_seed(seed: int, src: str, dst: str) -> int:
+    """A flow's own arrival seed from the run's (stable across processes, unlike hash())."""
+    return zlib.crc32(f"{seed}:{src}>{dst}".encode())
+
+
+def check_load(load: float) -> None:
+    if not 0 < load <= 1:
+        raise WorkloadError(f"--load {load!r}: expected the fraction of each host's link rate "
+                            "offered, 0 < load <= 1 (e.g. 0.3)")
+
+
 def permutation(hosts: list[str], size: int, count: int, seed: int = 1,
-                cross_leaf: dict[str, str] | None = None) -> Workload:
+                cross_leaf: dict[str, str] | None = None, load: float = 0.0) -> Workload:
     """Every host sends to exactly one other and receives from exactly one (a derangement).
 
     With ``cross_leaf`` (host -> leaf), destinations are on another leaf when possible, so
@@ -65,8 +86,11 @@ def permutation(hosts: list[str], size: int, count: int, seed: int = 1,
     else:
         # No cross-leaf derangement exists (e.g. one leaf): a shift is always a derangement.
         dsts = hosts[1:] + hosts[:1]
+    if load:
+        check_load(load)
     return Workload("permutation", (Step(tuple(
-        Transfer(s, d, size, count) for s, d in zip(hosts, dsts, strict=True))),))
+        Transfer(s, d, size, count, load=load, arrival_seed=arrival_seed(seed, s, d) if load else 0)
+        for s, d in zip(hosts, dsts, strict=True))),), load=load)
 
 
 def incast(hosts: list[str], senders: int, size: int, count: int,
@@ -81,9 +105,16 @@ def incast(hosts: list[str], senders: int, size: int, count: int,
         Transfer(s, receiver, size, count) for s in others[:senders])),))
 
 
-def all_to_all(hosts: list[str], size: int, count: int) -> Workload:
+def all_to_all(hosts: list[str], size: int, count: int, load: float = 0.0,
+               seed: int = 1) -> Workload:
+    """Every host sends to every other; with ``load``, each of a host's N-1 flows offers
+    load / (N-1) of its link, so the host as a whole is offered ``load``."""
+    if load:
+        check_load(load)
+    share = load / max(1, len(hosts) - 1)
     return Workload("all-to-all", (Step(tuple(
-        Transfer(s, d, size, count) for s in hosts for d in hosts if s != d)),))
+        Transfer(s, d, size, count, load=share, arrival_seed=arrival_seed(seed, s, d) if load else 0)
+        for s in hosts for d in hosts if s != d)),), load=load)
 
 
 def ring_allreduce(hosts: list[str], size: int) -> Workload:
@@ -100,13 +131,20 @@ def ring_allreduce(hosts: list[str], size: int) -> Workload:
 
 def make_workload(name: str, hosts: list[str], size: int, count: int,
                   senders: int | None = None, leaf_of: dict[str, str] | None = None,
-                  seed: int = 1) -> Workload:
+                  seed: int = 1, load: float | None = None) -> Workload:
+    if load is not None and name in WORKLOADS and name not in LOAD_WORKLOADS:
+        raise WorkloadError(f"--load does not apply to --workload {name}: it is a synchronized "
+                            f"burst; offered load applies to {' and '.join(LOAD_WORKLOADS)}")
+    if load is not None:
+        check_load(load)
+        if count < 1:
+            raise WorkloadError(f"--load needs --count >= 1 messages per flow (got {count})")
     if name == "permutation":
-        return permutation(hosts, size, count, seed=seed, cross_leaf=leaf_of)
+        return permutation(hosts, size, count, seed=seed, cross_leaf=leaf_of, load=load or 0.0)
     if name == "incast":
         return incast(hosts, senders or len(hosts) - 1, size, count)
     if name == "all-to-all":
-        return all_to_all(hosts, size, count)
+        return all_to_all(hosts, size, count, load=load or 0.0, seed=seed)
     if name == "allreduce":
         return ring_allreduce(hosts, size)
     raise WorkloadError(f"unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")

@@ -23,7 +23,7 @@ from hosts import wire
 from hosts.cli import parse_host_args, receiver_config, sender_config
 from hosts.receiver import Receiver, ReceiverConfig
 from hosts.sender import Sender, SenderConfig
-from topologies.hostprocs import StepPlan, host_cli, host_reports, timing_args
+from topologies.hostprocs import StepPlan, cell_frame_bytes, host_cli, timing_args
 from topologies.sim.engine import Engine
 from topologies.sim.hostsim import Program, SimHost
 
@@ -41,13 +41,6 @@ class SimSettings:
     @property
     def bit_rate_mode(self) -> bool:
         return self.link_rate_bps > 0
-
-
-def cell_frame_bytes(topo: Topology, cc: str) -> int:
-    """A data cell's frame as the sender builds it (INT shim when the host is the source)."""
-    int_source = cc == "hpcc" or host_reports(topo)
-    return (14 + 20 + 8 + (16 if int_source else 0) + wire.BTH_LEN + topo.fabric.cell_size
-            + wire.ICRC_LEN)
 
 
 def planning_topology(topo: Topology, s: SimSettings, cc: str) -> Topology:

@@ -265,6 +265,7 @@ class SimRun:
             "compiler": cfg.target, "workload": cfg.workload.name, "cc": cfg.cc,
             "spray": topo.fabric.spray, "cell_size": topo.fabric.cell_size, "t0": 0.0,
             "events": self.event_log, "invalid_reasons": [],
+            "load": cfg.workload.load or None,
         })
         m.links = self._link_samples()
         if self.load_before is not None and self.load_after is not None:

@@ -165,6 +165,10 @@ def write_plots(rows: list[dict[str, Any]], plots: list[PlotSpec], out_dir: Path
             low = [max(0.0, m - min(points[x])) for m, x in zip(means, xs)]
             high = [max(0.0, max(points[x]) - m) for m, x in zip(means, xs)]
             ax.errorbar(pos, means, yerr=[low, high], marker="o", capsize=3, label=label)
+        if numeric and plot.x == "load" and plot.y in ("goodput", "offered_load"):
+            # both are fractions of the same link rate: goodput can only reach this line
+            top = max(float(x) for x in xs_all)
+            ax.plot([0, top], [0, top], ls="--", color="grey", lw=1, label="= offered load")
         if not numeric:
             ax.set_xticks(range(len(xs_all)), [str(x) for x in xs_all])
         seeds = max(len(v) for s in series.values() for v in s.values())

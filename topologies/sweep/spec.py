@@ -44,6 +44,10 @@ DEFAULT_PLOTS = (
     {"x": "load", "y": "goodput_fraction", "series": "spray"},
     {"x": "senders", "y": "slowdown_p99", "series": "cc"},
 )
+# `run`/`sim` --load: goodput (payload delivered over each flow's interval, as a fraction of the
+# host's link rate) against the configured offered load
+LOAD_PLOT = {"x": "load", "y": "goodput", "series": "spray", "file": "goodput_vs_load_per_spray.png",
+             "title": "goodput vs offered load, per spray mode"}
 _KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 _GROUP_KEYS = {"name", "mode", "options", "axes", "tasks"}
 _TOP_KEYS = _GROUP_KEYS | {"groups", "program", "plots"}
@@ -137,8 +141,18 @@ def parse_spec(doc: Any, path: Path) -> Spec:
     dup = next((i for i in ids if ids.count(i) > 1), None)
     if dup:
         ctx.fail("groups", dup, "two tasks with the same command; remove the duplicate")
-    return Spec(name=name, path=path, tasks=tasks, plots=_plots(ctx, doc.get("plots")),
+    return Spec(name=name, path=path, tasks=tasks,
+                plots=with_load_plot(_plots(ctx, doc.get("plots")), tasks),
                 modes={t.argv[len(program)] for t in tasks})
+
+
+def with_load_plot(plots: list[PlotSpec], tasks: list[Task]) -> list[PlotSpec]:
+    """A sweep that varies the offered load (`load`) always gets goodput vs load per spray
+    mode, whatever else its SPEC plots."""
+    loads = {repr(t.params.get("load")) for t in tasks if t.params.get("load") is not None}
+    if len(loads) < 2 or any(p.x == "load" and p.y == "goodput" for p in plots):
+        return plots
+    return [*plots, PlotSpec(**LOAD_PLOT)]
 
 
 def _expand_group(ctx: _Ctx, where: str, group: Any, base: dict[str, Any], mode: Any,

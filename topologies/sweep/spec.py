@@ -18,7 +18,7 @@ Each task is one ordinary command line (`cellfabric sim ...` or `cellfabric run 
           - {workload: incast, senders: 4, topology: leaf-spine-3x3}
         axes: {cc: [none, hpcc]}
     plots:                         # optional; default: the two below
-      - {x: load, y: goodput_fraction, series: spray}
+      - {x: load, y: goodput, series: spray}
       - {x: senders, y: slowdown_p99, series: cc, group: incast, file: incast.png}
 
 An axis value may itself be a mapping, to vary several options together (one incast degree
@@ -40,14 +40,11 @@ import yaml
 
 MODES = ("sim", "run")
 REPLICATE = "seed"
-DEFAULT_PLOTS = (
-    {"x": "load", "y": "goodput_fraction", "series": "spray"},
-    {"x": "senders", "y": "slowdown_p99", "series": "cc"},
-)
 # `run`/`sim` --load: goodput (payload delivered over each flow's interval, as a fraction of the
 # host's link rate) against the configured offered load
 LOAD_PLOT = {"x": "load", "y": "goodput", "series": "spray", "file": "goodput_vs_load_per_spray.png",
              "title": "goodput vs offered load, per spray mode"}
+DEFAULT_PLOTS = (LOAD_PLOT, {"x": "senders", "y": "slowdown_p99", "series": "cc"})
 _KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 _GROUP_KEYS = {"name", "mode", "options", "axes", "tasks"}
 _TOP_KEYS = _GROUP_KEYS | {"groups", "program", "plots"}

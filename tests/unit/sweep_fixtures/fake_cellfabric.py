@@ -65,6 +65,8 @@ def main() -> int:
                "slowdown_p99": fct / ideal + int(flags.get("senders", 0)) * 0.1,
                "cells_dropped": h % 3, "valid": "invalid" not in flags,
                "link_utilization": {"a->b": 0.5, "b->a": (h % 100) / 100}}
+    if "load" in flags:  # as `run --load`: the offered load and the goodput below it
+        summary.update(load=load, offered_load=load, goodput=load * ideal / fct)
     run_dir = results / f"fake-{positional[0] if positional else 'x'}"
     run_dir.mkdir(parents=True, exist_ok=True)
     doc = {"run": {"name": run_dir.name, "argv": sys.argv[1:], "pid": os.getpid()},

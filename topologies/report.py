@@ -109,18 +109,28 @@ def link_accounting(records: list[dict[str, Any]], window_s: float) -> dict[str,
     """Per link direction and per tier, from what every direction carried over a window.
 
     ``records``: per link {"link", "tier", "capacity_pps", "directions": {"x->y": {"queue",
-    "up", "cells", "other"}}}. Per direction: cells, other packets, offered = (cells + other) /
-    (capacity x window), the share of the link's rate it used over the whole window (both of
-    the port's queues count against the one rate). Per tier and direction (up/down): the
-    balance of cells over its links, min/mean and max/mean (1.0 = even). A pure function of
-    counts, so the emulated runner and the simulator report the same figures."""
+    "up", "cells", "other"[, "line_s"]}}}. Per direction: cells, other packets, offered = (cells
+    + other) / (capacity x window), the share of the link's rate it used over the whole window
+    (both of the port's queues count against the one rate); with ``line_s`` (the seconds the
+    line spent sending what it carried, known exactly in the simulator) offered = line_s /
+    window instead. Per tier and direction (up/down): the balance of cells over its links,
+    min/mean and max/mean (1.0 = even). A pure function of counts, so the emulated runner and
+    the simulator report the same figures.
+
+    ``window_s`` must run until every counted packet has left its line: a packet is counted
+    when it starts to leave, so a window that ends at the last departure misses that packet's
+    own time on the line, and a link busy for the whole window would read n / (n - 1) of its
+    rate (callers add the last packet's slot: ``linkload.window_end``)."""
     directions: dict[str, dict[str, Any]] = {}
     groups: dict[str, list[int]] = {}
     for rec in records:
         cap = rec.get("capacity_pps") or 0
         for label, d in rec.get("directions", {}).items():
             packets = d["cells"] + d["other"]
-            offered = packets / (cap * window_s) if cap and window_s > 0 else None
+            if d.get("line_s") is not None and window_s > 0:
+                offered = d["line_s"] / window_s
+            else:
+                offered = packets / (cap * window_s) if cap and window_s > 0 else None
             tier = f"{rec['tier']} {'up' if d['up'] else 'down'}"
             directions[label] = {"link": rec["link"], "tier": tier, "queue": d.get("queue"),
                                  "cells": d["cells"], "other": d["other"],
@@ -197,7 +207,7 @@ def format_summary(m: RunMetrics) -> str:
     acct = s.get("link_accounting") or accounting_of(m)
     if acct and acct.get("directions"):
         busiest = max(acct["directions"].items(), key=lambda kv: kv[1]["offered"] or 0)
-        rows.append((f"busiest link over {acct['window_s']:.1f}s",
+        rows.append((f"busiest link over {span_text(acct['window_s'])}",
                      f"{busiest[0]} {100 * (busiest[1]['offered'] or 0):.1f}% of its rate "
                      f"({busiest[1]['cells']} cells + {busiest[1]['other']} other)"))
         for tier, b in acct["tiers"].items():
@@ -227,6 +237,15 @@ def format_summary(m: RunMetrics) -> str:
     else:
         lines.append("  run valid: every switch kept up with its configured rates")
     return "\n".join(lines)
+
+
+def span_text(seconds: float) -> str:
+    """A window's length in a unit that shows it (the simulator's are microseconds)."""
+    if seconds >= 1.0:
+        return f"{seconds:.1f} s"
+    if seconds >= 1e-3:
+        return f"{1e3 * seconds:.1f} ms"
+    return f"{1e6 * seconds:.1f} us"
 
 
 def _known(v: object, unknown: str) -> str:

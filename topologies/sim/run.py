@@ -133,18 +133,28 @@ class SimRun:
         assert self.local is not None
         snap = linkload.snapshot(self.topo, self.local)  # type: ignore[arg-type]
         snap["t"] = self.engine.clock()
+        # Every packet counted so far has left its line by then (see linkload.last_slot_s).
+        free = max((sw.line_free_ns() for sw in self.fabric.switches.values()), default=0)
+        snap["lines_free_t"] = max(self.engine.now, free) / NS
         snap["bytes"] = {(name, port): (sw.dp.counter_read(linkload.PORT_TX, port)[1],
                                         sw.dp.counter_read(linkload.PORT_TX_DATA, port)[1])
                          for name, sw in self.fabric.switches.items() for port in sw.wires}
+        snap["wire_bytes"] = {(name, port): wire.bytes
+                              for name, sw in self.fabric.switches.items()
+                              for port, wire in sw.wires.items()}
         return snap
 
     def _bytes_as_cells(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Bit-rate mode: a link's rate is bytes, and an ACK takes a tenth of a cell's time,
         so "other" packets are counted in cells of the fabric's mean cell size by their bytes
         and the capacity in those cells per second (packet mode counts packets, as the
-        emulation's queues do)."""
+        emulation's queues do). The load itself is exact: ``line_s``, the bytes the wire
+        carried (as sent, INT included: the counters see a packet's length as it arrived) at
+        the link's rate."""
         assert self.load_before is not None and self.load_after is not None
         before, after = self.load_before["bytes"], self.load_after["bytes"]
+        wire0, wire1 = self.load_before["wire_bytes"], self.load_after["wire_bytes"]
+        bps = self.cfg.settings.link_rate_bps
         cells = sum(d["cells"] for r in records for d in r["directions"].values())
         data = sum(after[k][1] - before.get(k, (0, 0))[1] for k in after)
         cell_bytes = data / cells if cells else 1.0
@@ -157,6 +167,7 @@ class SimRun:
                 total = after[key][0] - before.get(key, (0, 0))[0]
                 other = total - (after[key][1] - before.get(key, (0, 0))[1])
                 d["other"] = round(other / cell_bytes)
+                d["line_s"] = (wire1[key] - wire0.get(key, 0)) * 8 / bps
         return records
 
     def _describe_links(self) -> str:
@@ -271,7 +282,9 @@ class SimRun:
             records = linkload.link_totals(self.plan_topo, self.load_before, self.load_after)
             if s.bit_rate_mode:
                 records = self._bytes_as_cells(records)
-            m.link_load = {"window_s": max(1e-9, self.load_after["t"] - self.load_before["t"]),
+            # to the moment the last packet counted has left its line
+            end = max(self.load_after["t"], self.load_after["lines_free_t"])
+            m.link_load = {"window_s": max(1e-9, end - self.load_before["t"]),
                            "links": records}
         m.queues = {f"{sw}:{port}": [[t, d] for t, d in rows]
                     for (sw, port), rows in sorted(self.depth.items())}

@@ -336,10 +336,17 @@ class FabricRun:
 
 
 def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
-                         read: Any = read_metrics, line_rate: Any = host_line_rate) -> None:
+                         read: Any = read_metrics, line_rate: Any = host_line_rate,
+                         base_latency: Any = None) -> None:
     """Messages, flows and reorder figures from the host programs' metrics files (``read``
     maps a path to its JSON; ``line_rate(topo, host)`` the cells/s a host sends at); shared
-    by the emulated runner and the simulator."""
+    by the emulated runner and the simulator.
+
+    A message's ideal time is its cells at the bottleneck's rate and share, plus
+    ``base_latency(src, dst)``: what the idle path adds on top (the last cell's way to the
+    receiver and its ACK's way back; the sender's message time ends at that ACK). The
+    simulator knows it exactly at data-center settings, where a round trip is a hundred cell
+    times; in the emulation (packet mode) it is far below one cell time and taken as 0."""
     for plan in steps:
         share_dst: dict[str, int] = {}
         share_src: dict[str, int] = {}
@@ -352,7 +359,8 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
             data = read(hp.metrics) or {}
             rate = min(line_rate(topo, t.src), line_rate(topo, t.dst))
             share = max(share_dst[t.dst], share_src[t.src])
-            ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate
+            base = base_latency(t.src, t.dst) if base_latency else 0.0
+            ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate + base
             fcts = data.get("fct_list_s") or []
             done = int(data.get("messages_completed", 0))
             for k in range(t.count):
@@ -360,7 +368,8 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                 if fct is None and k < done and not fcts:
                     fct = (data.get("fct_s") or {}).get("avg")
                 m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
-                                   "step": plan.index, "fct_s": fct, "ideal_s": ideal})
+                                   "step": plan.index, "fct_s": fct, "ideal_s": ideal,
+                                   "base_latency_s": base})
             key = f"{t.src}->{t.dst}"
             m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
                             "flow_time_s": data.get("flow_time_s"),

@@ -61,25 +61,42 @@ def planning_topology(topo: Topology, s: SimSettings, cc: str) -> Topology:
     return replace(topo, links=[replace(lk, queue=q) for lk in topo.links])
 
 
-def max_host_hops(topo: Topology) -> int:
-    """Links on the longest shortest path between two hosts (4 in a leaf-spine)."""
+def host_hops(topo: Topology, src: str) -> dict[str, int]:
+    """Links on the shortest path from host ``src`` to every host (hosts do not forward)."""
     adj: dict[str, list[str]] = {}
     for lk in topo.links:
         adj.setdefault(lk.a, []).append(lk.b)
         adj.setdefault(lk.b, []).append(lk.a)
-    worst = 0
-    for src in topo.hosts:
-        dist = {src: 0}
-        todo = deque([src])
-        while todo:
-            node = todo.popleft()
-            for nxt in adj.get(node, ()):
-                if nxt not in dist:
-                    dist[nxt] = dist[node] + 1
-                    if nxt not in topo.hosts:
-                        todo.append(nxt)
-        worst = max([worst] + [d for h, d in dist.items() if h in topo.hosts])
-    return worst
+    dist = {src: 0}
+    todo = deque([src])
+    while todo:
+        node = todo.popleft()
+        for nxt in adj.get(node, ()):
+            if nxt not in dist:
+                dist[nxt] = dist[node] + 1
+                if nxt not in topo.hosts:
+                    todo.append(nxt)
+    return {h: d for h, d in dist.items() if h in topo.hosts}
+
+
+def max_host_hops(topo: Topology) -> int:
+    """Links on the longest shortest path between two hosts (4 in a leaf-spine)."""
+    return max((d for src in topo.hosts for d in host_hops(topo, src).values()), default=0)
+
+
+def idle_latency_s(topo: Topology, s: SimSettings, cc: str, src: str, dst: str,
+                   hops: dict[str, int] | None = None) -> float:
+    """What an idle path adds to a message's cells at line rate, until its sender has the
+    last ACK: the last cell, stored and forwarded, crosses every link (its first
+    serialization is the message's own) and the ACK comes back over as many. ``hops``:
+    ``host_hops(topo, src)``, if already known."""
+    links = (hops if hops is not None else host_hops(topo, src)).get(dst, 0)
+    if not links or not s.bit_rate_mode:
+        return 0.0
+    cell = cell_frame_bytes(topo, cc) * 8 / s.link_rate_bps
+    ack = ACK_FRAME_BYTES * 8 / s.link_rate_bps
+    delay = s.hop_delay_ns * 1e-9
+    return (links - 1) * cell + links * delay + links * (ack + delay)
 
 
 def base_rtt_s(topo: Topology, s: SimSettings, cc: str) -> float:

@@ -25,7 +25,14 @@ from topologies.report import RunMetrics, format_summary, write_report
 from topologies.runner import FABRIC_P4, LinkEvent, collect_host_metrics, step_durations
 from topologies.sim.control import LocalConnection, LocalFabric
 from topologies.sim.engine import NS, Engine, to_ns
-from topologies.sim.hostplan import SimSettings, line_rate, planning_topology, start_step
+from topologies.sim.hostplan import (
+    SimSettings,
+    host_hops,
+    idle_latency_s,
+    line_rate,
+    planning_topology,
+    start_step,
+)
 from topologies.sim.hostsim import Program
 from topologies.sim.net import LinkModel, SimFabric
 from topologies.workloads import Workload
@@ -299,8 +306,12 @@ class SimRun:
             m.drops[name] = drops
             for port, peak in sorted(sw.peak.items()):
                 peaks[f"{name}:{port}"] = peak
-        collect_host_metrics(m, self.plan_topo, self.steps, read=self.host_metrics.get,
-                             line_rate=line_rate if s.bit_rate_mode else host_line_rate)
+        hops = {h: host_hops(topo, h) for h in topo.hosts} if s.bit_rate_mode else {}
+        collect_host_metrics(
+            m, self.plan_topo, self.steps, read=self.host_metrics.get,
+            line_rate=line_rate if s.bit_rate_mode else host_line_rate,
+            base_latency=(lambda a, b: idle_latency_s(topo, s, cfg.cc, a, b, hops[a]))
+            if s.bit_rate_mode else None)
         if len(cfg.workload.steps) > 1:
             m.steps = step_durations(m, self.step_times)
         wires = [w for pair in self.fabric.link_wires.values() for w in pair]

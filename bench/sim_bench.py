@@ -39,7 +39,7 @@ from topologies.sim.run import SimConfig, execute_sim  # noqa: E402
 from topologies.workloads import incast, permutation, ring_allreduce, ring_order  # noqa: E402
 
 SETTINGS = SimSettings(link_rate_bps=100_000_000_000, hop_delay_ns=1000,
-                       buffer_bytes=512 * 1024, seed=1)
+                       buffer_bytes=512 * 1024, seed=1, scale_ecn=True)
 CCS = ["none", "dcqcn", "hpcc", "credit"]
 
 

@@ -26,7 +26,8 @@ class RunMetrics:
     queues: dict[str, list[list[float]]] = field(default_factory=dict)
     # "src->dst" -> {"samples": [[t, cells_per_s]], "bytes": int}
     flows: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # one per message: {"src", "dst", "size", "fct_s", "ideal_s", "base_latency_s", "step"}
+    # one per message: {"src", "dst", "size", "fct_s", "ideal_s", "base_latency_s", "step",
+    # "share" (flows through its bottleneck), "bottleneck" (that host)}
     messages: list[dict[str, Any]] = field(default_factory=list)
     # host -> {"max_depth", "p99_depth", "out_of_order", "duplicates", "p99_delay_s"}
     reorder: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -86,26 +87,37 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
 
 
 def goodput_fraction(m: RunMetrics) -> float:
-    """Headline utilization: goodput over bottleneck capacity, as the sum of the flows' ideal
-    times (their bytes at the bottleneck's data rate and share, plus once the idle path's
-    latency, which a flow of several messages back to back pays only once) over the sum of
-    their actual times; 1.0 = every flow at its bottleneck share, as it would go alone on an
-    idle fabric. 0.0 when a flow did not finish."""
-    ideal = actual = 0.0
+    """Headline utilization: goodput over bottleneck capacity. Flows that share a bottleneck
+    (the host whose link gave them their share, ``bottleneck`` in each message) form a group;
+    a group's ideal is all of its cells at the bottleneck's rate plus once the idle path's
+    latency, its actual time the slowest member's flow time (they start together). The
+    figure is the sum of the ideals over the sum of the actual times: 1.0 = every bottleneck
+    busy from the first cell to the last, as a flow alone on an idle fabric goes. (A member
+    may finish before its fair share when another waits longer; the group's time cannot beat
+    its work, so the figure stays within 100%.) 0.0 when a flow did not finish."""
     by_flow: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for msg in m.messages:
         by_flow.setdefault((msg.get("step", 0), f"{msg['src']}->{msg['dst']}"), []).append(msg)
     steps = {step for step, _ in by_flow}
-    for (_, key), msgs in by_flow.items():
+    # group -> [work at the bottleneck (s), least base latency, slowest flow time]
+    groups: dict[tuple[int, str], list[float]] = {}
+    for (step, key), msgs in by_flow.items():
         if any(x["fct_s"] is None for x in msgs):
             return 0.0
         # m.flows holds one record per src->dst pair (the last step's), so with several
         # steps a flow's time is its slowest message's
         flow_time = (m.flows.get(key, {}).get("flow_time_s") if len(steps) == 1 else None) \
             or max(x["fct_s"] for x in msgs)
-        base = [x.get("base_latency_s") or 0.0 for x in msgs]
-        ideal += sum(x["ideal_s"] for x in msgs) - sum(base) + max(base)
-        actual += flow_time
+        base = min(x.get("base_latency_s") or 0.0 for x in msgs)
+        work = sum(((x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1))
+                   for x in msgs)
+        group = (step, msgs[0].get("bottleneck") or key)
+        g = groups.setdefault(group, [0.0, base, 0.0])
+        g[0] += work
+        g[1] = min(g[1], base)
+        g[2] = max(g[2], flow_time)
+    ideal = sum(work + base for work, base, _ in groups.values())
+    actual = sum(t for _, _, t in groups.values())
     return ideal / actual if actual else 0.0
 
 

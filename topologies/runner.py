@@ -359,6 +359,7 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
             data = read(hp.metrics) or {}
             rate = min(line_rate(topo, t.src), line_rate(topo, t.dst))
             share = max(share_dst[t.dst], share_src[t.src])
+            bottleneck = t.dst if share_dst[t.dst] >= share_src[t.src] else t.src
             base = base_latency(t.src, t.dst) if base_latency else 0.0
             ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate + base
             fcts = data.get("fct_list_s") or []
@@ -369,7 +370,8 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                     fct = (data.get("fct_s") or {}).get("avg")
                 m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
                                    "step": plan.index, "fct_s": fct, "ideal_s": ideal,
-                                   "base_latency_s": base})
+                                   "base_latency_s": base, "share": share,
+                                   "bottleneck": bottleneck})
             key = f"{t.src}->{t.dst}"
             m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
                             "flow_time_s": data.get("flow_time_s"),

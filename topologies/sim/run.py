@@ -31,6 +31,7 @@ from topologies.sim.hostplan import (
     idle_latency_s,
     line_rate,
     planning_topology,
+    sim_topology,
     start_step,
 )
 from topologies.sim.hostsim import Program
@@ -67,6 +68,7 @@ def run_name(cfg: SimConfig) -> str:
 
 class SimRun:
     def __init__(self, cfg: SimConfig) -> None:
+        cfg.topo = sim_topology(cfg.topo, cfg.settings, cfg.cc)
         self.cfg = cfg
         self.topo = cfg.topo
         self.plan_topo = planning_topology(cfg.topo, cfg.settings, cfg.cc)
@@ -181,8 +183,11 @@ class SimRun:
         s = self.cfg.settings
         if not s.bit_rate_mode:
             return "links at the topology's packet rates"
+        ecn = self.topo.fabric.ecn
         return (f"links {s.link_rate_bps / 1e9:g} Gb/s, {s.hop_delay_ns} ns per hop, "
-                f"{s.buffer_bytes} B buffers")
+                f"{s.buffer_bytes} B buffers, ECN {ecn.kmin}-{ecn.kmax} cells up to "
+                f"{100 * ecn.pmax:g}%" + (" (DCQCN's, scaled to the link rate)"
+                                         if s.scale_ecn else " (the topology's)"))
 
     def _progress(self, wall: float) -> None:
         done = sum(1 for p in self.running if p.done)
@@ -318,6 +323,10 @@ class SimRun:
         m.run["sim"] = {
             "link_rate_bps": s.link_rate_bps, "hop_delay_ns": s.hop_delay_ns,
             "buffer_bytes": s.buffer_bytes, "seed": s.seed, "until_s": s.until_s,
+            "ecn_profile": {"kmin_cells": topo.fabric.ecn.kmin, "kmax_cells": topo.fabric.ecn.kmax,
+                            "pmax": topo.fabric.ecn.pmax,
+                            "from": "dcqcn-scaled" if s.bit_rate_mode and s.scale_ecn
+                            else "topology"},
             "mode": "bit-rate" if s.bit_rate_mode else "packet (the topology's rates)",
             "events": self.engine.events, "virtual_time_s": self.engine.now / NS,
             "packets": sum(w.frames for w in wires),

@@ -27,7 +27,8 @@ class RunMetrics:
     # "src->dst" -> {"samples": [[t, cells_per_s]], "bytes": int}
     flows: dict[str, dict[str, Any]] = field(default_factory=dict)
     # one per message: {"src", "dst", "size", "fct_s", "ideal_s", "base_latency_s", "step",
-    # "share" (flows through its bottleneck), "bottleneck" (that host)}
+    # "share" (flows through its bottleneck), "bottleneck" (that host), "work_s" (the time
+    # its cells take of that host's link)}
     messages: list[dict[str, Any]] = field(default_factory=list)
     # host -> {"max_depth", "p99_depth", "out_of_order", "duplicates", "p99_delay_s"}
     reorder: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -89,7 +90,8 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
 def goodput_fraction(m: RunMetrics) -> float:
     """Headline utilization: goodput over bottleneck capacity. Flows that share a bottleneck
     (the host whose link gave them their share, ``bottleneck`` in each message) form a group;
-    a group's ideal is all of its cells at the bottleneck's rate plus once the idle path's
+    a group's ideal is all of its cells at the bottleneck's rate (``work_s``: the whole link
+    when several senders share it) plus once the idle path's
     latency, its actual time the slowest member's flow time (they start together). The
     figure is the sum of the ideals over the sum of the actual times: 1.0 = every bottleneck
     busy from the first cell to the last, as a flow alone on an idle fabric goes. (A member
@@ -109,7 +111,8 @@ def goodput_fraction(m: RunMetrics) -> float:
         flow_time = (m.flows.get(key, {}).get("flow_time_s") if len(steps) == 1 else None) \
             or max(x["fct_s"] for x in msgs)
         base = min(x.get("base_latency_s") or 0.0 for x in msgs)
-        work = sum(((x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1))
+        work = sum(x["work_s"] if x.get("work_s") is not None else
+                   (x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
                    for x in msgs)
         group = (step, msgs[0].get("bottleneck") or key)
         g = groups.setdefault(group, [0.0, base, 0.0])

@@ -361,7 +361,13 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
             share = max(share_dst[t.dst], share_src[t.src])
             bottleneck = t.dst if share_dst[t.dst] >= share_src[t.src] else t.src
             base = base_latency(t.src, t.dst) if base_latency else 0.0
-            ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate + base
+            cells = cells_for(t.size, topo.fabric.cell_size)
+            ideal = cells * share / rate + base
+            # What this flow's cells take of its bottleneck: several senders into one host
+            # can fill its whole link (the feedback queue takes its share only when it has
+            # packets); one sender goes no faster than its own pacing.
+            line = min((lk.queue.rate_pps for lk in topo.links_of(bottleneck)), default=rate)
+            work = cells / (max(rate, line) if share > 1 else rate)
             fcts = data.get("fct_list_s") or []
             done = int(data.get("messages_completed", 0))
             for k in range(t.count):
@@ -371,7 +377,7 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                 m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
                                    "step": plan.index, "fct_s": fct, "ideal_s": ideal,
                                    "base_latency_s": base, "share": share,
-                                   "bottleneck": bottleneck})
+                                   "bottleneck": bottleneck, "work_s": work})
             key = f"{t.src}->{t.dst}"
             m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
                             "flow_time_s": data.get("flow_time_s"),

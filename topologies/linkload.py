@@ -38,6 +38,19 @@ def snapshot(topo: Topology, fabric: Fabric) -> Snapshot:
             "ports": {(sw, p): v for sw, per in result.items() for p, v in per.items()}}
 
 
+def last_slot_s(topo: Topology, paced_queues: int = 1) -> float:
+    """How long past a counter read the packets it counted may still hold their lines.
+
+    A packet is counted when it starts to leave and then holds its line for one slot (1 / rate
+    in packet mode), so the last one counted before the read ends up to a slot after it: a
+    window that ends at the read misses that slot and a link busy all along reads n / (n - 1)
+    of its rate. ``paced_queues``: the port's queues that are paced each on its own (BMv2's
+    per-priority rates: each may start a packet at once, one slot of its own share); p4sim's
+    shared line paces them as one."""
+    rates = [lk.queue.rate_pps for lk in topo.links if lk.queue.rate_pps]
+    return max(paced_queues, 1) / min(rates) if rates else 0.0
+
+
 def tier_of(topo: Topology, a: str, b: str) -> tuple[str, int, int]:
     """A link's tier label ('host-leaf', 'leaf-spine', 'spine-core') and both ends' levels
     (hosts are level 0)."""

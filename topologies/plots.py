@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from topologies.report import RunMetrics, accounting_of, percentile
+from topologies.report import RunMetrics, accounting_of, percentile, span_text
 
 MAX_LINES = 8  # more series than this become a heatmap or a band
 DPI = 90
@@ -89,9 +89,7 @@ def _link_loads(plt, acct: dict[str, Any]):
                              figsize=(max(7, 0.16 * widest + 2), 2.2 * len(tiers) + 0.6))
     for ax, (tier, rows) in zip(axes[:, 0], tiers.items(), strict=True):
         x = range(len(rows))
-        cap = [d["capacity_packets"] or 0 for _, d in rows]
-        cells = [100 * d["cells"] / c if c else 0 for (_, d), c in zip(rows, cap, strict=True)]
-        other = [100 * d["other"] / c if c else 0 for (_, d), c in zip(rows, cap, strict=True)]
+        cells, other = zip(*(_load_split(d) for _, d in rows), strict=True)
         ax.bar(x, cells, color="#3b7dd8", label="cells (data)")
         ax.bar(x, other, bottom=cells, color="#f0a030", label="other (ACK, CNP, ...)")
         ax.set_ylim(0, 100)
@@ -106,8 +104,18 @@ def _link_loads(plt, acct: dict[str, Any]):
         ax.set_xlim(-0.6, len(rows) - 0.4)
     axes[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0),
                       frameon=False)
-    fig.suptitle(f"Link load over the whole workload ({acct['window_s']:.1f} s)")
+    fig.suptitle(f"Link load over the whole workload ({span_text(acct['window_s'])})")
     return fig
+
+
+def _load_split(d: dict[str, Any]) -> tuple[float, float]:
+    """A direction's load in % of its rate as (cells, other): its ``offered`` (exact line time
+    in the simulator) split in the proportion of what it carried."""
+    carried = d["cells"] + d["other"]
+    if not carried or d.get("offered") is None:
+        return 0.0, 0.0
+    total = 100 * d["offered"]
+    return total * d["cells"] / carried, total * d["other"] / carried
 
 
 def _queue_tiers(m: RunMetrics, acct: dict[str, Any]) -> dict[str, list[str]]:

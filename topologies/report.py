@@ -2,7 +2,8 @@
 
 The runner fills a ``RunMetrics`` (plain dicts and lists, so it is the JSON as-is); this module
 derives the headline figures from it and prints the summary. Figures are ratios to what the configuration allows (link capacity in packets per
-second, ideal message time at the bottleneck rate), so they do not depend on the machine's speed.
+second, ideal message time at the bottleneck rate plus the idle path's latency), so they do not
+depend on the machine's speed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ class RunMetrics:
     queues: dict[str, list[list[float]]] = field(default_factory=dict)
     # "src->dst" -> {"samples": [[t, cells_per_s]], "bytes": int}
     flows: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # one per message: {"src", "dst", "size", "fct_s", "ideal_s", "step"}
+    # one per message: {"src", "dst", "size", "fct_s", "ideal_s", "base_latency_s", "step",
+    # "share" (flows through its bottleneck), "bottleneck" (that host), "work_s" (the time
+    # its cells take of that host's link)}
     messages: list[dict[str, Any]] = field(default_factory=list)
     # host -> {"max_depth", "p99_depth", "out_of_order", "duplicates", "p99_delay_s"}
     reorder: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -116,23 +119,39 @@ def offered_load(m: RunMetrics) -> dict[str, Any]:
 
 
 def goodput_fraction(m: RunMetrics) -> float:
-    """Headline utilization: goodput over bottleneck capacity, as the sum of the flows' ideal
-    times (their bytes at the bottleneck's data rate and share) over the sum of their actual
-    times; 1.0 = every flow at its bottleneck share. 0.0 when a flow did not finish."""
-    ideal = actual = 0.0
+    """Headline utilization: goodput over bottleneck capacity. Flows that share a bottleneck
+    (the host whose link gave them their share, ``bottleneck`` in each message) form a group;
+    a group's ideal is all of its cells at the bottleneck's rate (``work_s``: the whole link
+    when several senders share it) plus once the idle path's
+    latency, its actual time the slowest member's flow time (they start together). The
+    figure is the sum of the ideals over the sum of the actual times: 1.0 = every bottleneck
+    busy from the first cell to the last, as a flow alone on an idle fabric goes. (A member
+    may finish before its fair share when another waits longer; the group's time cannot beat
+    its work, so the figure stays within 100%.) 0.0 when a flow did not finish."""
     by_flow: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for msg in m.messages:
         by_flow.setdefault((msg.get("step", 0), f"{msg['src']}->{msg['dst']}"), []).append(msg)
     steps = {step for step, _ in by_flow}
-    for (_, key), msgs in by_flow.items():
+    # group -> [work at the bottleneck (s), least base latency, slowest flow time]
+    groups: dict[tuple[int, str], list[float]] = {}
+    for (step, key), msgs in by_flow.items():
         if any(x["fct_s"] is None for x in msgs):
             return 0.0
         # m.flows holds one record per src->dst pair (the last step's), so with several
         # steps a flow's time is its slowest message's
         flow_time = (m.flows.get(key, {}).get("flow_time_s") if len(steps) == 1 else None) \
             or max(x["fct_s"] for x in msgs)
-        ideal += sum(x["ideal_s"] for x in msgs)
-        actual += flow_time
+        base = min(x.get("base_latency_s") or 0.0 for x in msgs)
+        work = sum(x["work_s"] if x.get("work_s") is not None else
+                   (x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
+                   for x in msgs)
+        group = (step, msgs[0].get("bottleneck") or key)
+        g = groups.setdefault(group, [0.0, base, 0.0])
+        g[0] += work
+        g[1] = min(g[1], base)
+        g[2] = max(g[2], flow_time)
+    ideal = sum(work + base for work, base, _ in groups.values())
+    actual = sum(t for _, _, t in groups.values())
     return ideal / actual if actual else 0.0
 
 
@@ -140,18 +159,28 @@ def link_accounting(records: list[dict[str, Any]], window_s: float) -> dict[str,
     """Per link direction and per tier, from what every direction carried over a window.
 
     ``records``: per link {"link", "tier", "capacity_pps", "directions": {"x->y": {"queue",
-    "up", "cells", "other"}}}. Per direction: cells, other packets, offered = (cells + other) /
-    (capacity x window), the share of the link's rate it used over the whole window (both of
-    the port's queues count against the one rate). Per tier and direction (up/down): the
-    balance of cells over its links, min/mean and max/mean (1.0 = even). A pure function of
-    counts, so the emulated runner and the simulator report the same figures."""
+    "up", "cells", "other"[, "line_s"]}}}. Per direction: cells, other packets, offered = (cells
+    + other) / (capacity x window), the share of the link's rate it used over the whole window
+    (both of the port's queues count against the one rate); with ``line_s`` (the seconds the
+    line spent sending what it carried, known exactly in the simulator) offered = line_s /
+    window instead. Per tier and direction (up/down): the balance of cells over its links,
+    min/mean and max/mean (1.0 = even). A pure function of counts, so the emulated runner and
+    the simulator report the same figures.
+
+    ``window_s`` must run until every counted packet has left its line: a packet is counted
+    when it starts to leave, so a window that ends at the last departure misses that packet's
+    own time on the line, and a link busy for the whole window would read n / (n - 1) of its
+    rate (callers add the last packet's slot: ``linkload.window_end``)."""
     directions: dict[str, dict[str, Any]] = {}
     groups: dict[str, list[int]] = {}
     for rec in records:
         cap = rec.get("capacity_pps") or 0
         for label, d in rec.get("directions", {}).items():
             packets = d["cells"] + d["other"]
-            offered = packets / (cap * window_s) if cap and window_s > 0 else None
+            if d.get("line_s") is not None and window_s > 0:
+                offered = d["line_s"] / window_s
+            else:
+                offered = packets / (cap * window_s) if cap and window_s > 0 else None
             tier = f"{rec['tier']} {'up' if d['up'] else 'down'}"
             directions[label] = {"link": rec["link"], "tier": tier, "queue": d.get("queue"),
                                  "cells": d["cells"], "other": d["other"],
@@ -236,7 +265,7 @@ def format_summary(m: RunMetrics) -> str:
     acct = s.get("link_accounting") or accounting_of(m)
     if acct and acct.get("directions"):
         busiest = max(acct["directions"].items(), key=lambda kv: kv[1]["offered"] or 0)
-        rows.append((f"busiest link over {acct['window_s']:.1f}s",
+        rows.append((f"busiest link over {span_text(acct['window_s'])}",
                      f"{busiest[0]} {100 * (busiest[1]['offered'] or 0):.1f}% of its rate "
                      f"({busiest[1]['cells']} cells + {busiest[1]['other']} other)"))
         for tier, b in acct["tiers"].items():
@@ -266,6 +295,15 @@ def format_summary(m: RunMetrics) -> str:
     else:
         lines.append("  run valid: every switch kept up with its configured rates")
     return "\n".join(lines)
+
+
+def span_text(seconds: float) -> str:
+    """A window's length in a unit that shows it (the simulator's are microseconds)."""
+    if seconds >= 1.0:
+        return f"{seconds:.1f} s"
+    if seconds >= 1e-3:
+        return f"{1e3 * seconds:.1f} ms"
+    return f"{1e6 * seconds:.1f} us"
 
 
 def _known(v: object, unknown: str) -> str:

@@ -102,12 +102,24 @@ def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list
     leaf_of = {h: topo.hosts[h].leaves[0] for h in hosts}
     workload = make_workload(args.workload, hosts, args.size, args.count,
                              senders=args.senders, leaf_of=leaf_of, seed=args.seed,
-                             load=args.load)
+                             load=args.load, pod_of=pods_of_leaves(topo))
     events = [ev for spec in args.fail for ev in parse_fail(spec, topo)]
     for ev in events:
         for link in ev.links:
             topo.link(link)  # an unknown link is a one-line TopologyError here
     return topo, workload, events
+
+
+def pods_of_leaves(topo: Topology) -> dict[str, str]:
+    """Leaf -> its pod, named by the tier-2 switches it connects to (a fat-tree's pod shares
+    its aggregation switches; a leaf-spine's leaves all share the spines: one pod)."""
+    pods = {}
+    for name, sw in topo.switches.items():
+        if sw.tier == 1:
+            ups = sorted({lk.b if lk.a == name else lk.a for lk in topo.links_of(name)}
+                         & {n for n, s in topo.switches.items() if s.tier == 2})
+            pods[name] = ",".join(ups)
+    return pods
 
 
 def run_main(argv: list[str]) -> int:

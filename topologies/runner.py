@@ -297,9 +297,12 @@ class FabricRun:
         m.run["invalid_reasons"] = service_problems(service)
         if self.load_before is not None and self.load_after is not None:
             # The window runs from the first sender's start (the counters before it saw only
-            # ARP) to the end of the last step.
+            # ARP) to the end of the last step, plus the slot the last packet counted holds
+            # its line after the read (so a link busy throughout reads at most 100%).
             start = self.traffic_start or self.load_before["t"]
-            m.link_load = {"window_s": max(1e-3, self.load_after["t"] - start),
+            paced = self.fnet.priority_queues if cfg.target == "bmv2" and self.fnet else 1
+            end = self.load_after["t"] + linkload.last_slot_s(topo, paced)
+            m.link_load = {"window_s": max(1e-3, end - start),
                            "links": linkload.link_totals(topo, self.load_before,
                                                          self.load_after)}
         self._collect_hosts(m)
@@ -344,10 +347,17 @@ class FabricRun:
 
 
 def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
-                         read: Any = read_metrics, line_rate: Any = host_line_rate) -> None:
+                         read: Any = read_metrics, line_rate: Any = host_line_rate,
+                         base_latency: Any = None) -> None:
     """Messages, flows and reorder figures from the host programs' metrics files (``read``
     maps a path to its JSON; ``line_rate(topo, host)`` the cells/s a host sends at); shared
-    by the emulated runner and the simulator."""
+    by the emulated runner and the simulator.
+
+    A message's ideal time is its cells at the bottleneck's rate and share, plus
+    ``base_latency(src, dst)``: what the idle path adds on top (the last cell's way to the
+    receiver and its ACK's way back; the sender's message time ends at that ACK). The
+    simulator knows it exactly at data-center settings, where a round trip is a hundred cell
+    times; in the emulation (packet mode) it is far below one cell time and taken as 0."""
     for plan in steps:
         share_dst: dict[str, int] = {}
         share_src: dict[str, int] = {}
@@ -362,7 +372,15 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
             # Under offered load a message's ideal is the line to itself (the usual FCT
             # slowdown); back to back, its flows share the busiest end all the time.
             share = 1 if t.load else max(share_dst[t.dst], share_src[t.src])
-            ideal = cells_for(t.size, topo.fabric.cell_size) * share / rate
+            bottleneck = t.dst if share_dst[t.dst] >= share_src[t.src] else t.src
+            base = base_latency(t.src, t.dst) if base_latency else 0.0
+            cells = cells_for(t.size, topo.fabric.cell_size)
+            ideal = cells * share / rate + base
+            # What this flow's cells take of its bottleneck: several senders into one host
+            # can fill its whole link (the feedback queue takes its share only when it has
+            # packets); one sender goes no faster than its own pacing.
+            line = min((lk.queue.rate_pps for lk in topo.links_of(bottleneck)), default=rate)
+            work = cells / (max(rate, line) if share > 1 else rate)
             fcts = data.get("fct_list_s") or []
             done = int(data.get("messages_completed", 0))
             for k in range(t.count):
@@ -370,7 +388,9 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                 if fct is None and k < done and not fcts:
                     fct = (data.get("fct_s") or {}).get("avg")
                 m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
-                                   "step": plan.index, "fct_s": fct, "ideal_s": ideal})
+                                   "step": plan.index, "fct_s": fct, "ideal_s": ideal,
+                                   "base_latency_s": base, "share": share,
+                                   "bottleneck": bottleneck, "work_s": work})
             key = f"{t.src}->{t.dst}"
             m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
                             "flow_time_s": data.get("flow_time_s"),

@@ -129,9 +129,38 @@ def ring_allreduce(hosts: list[str], size: int) -> Workload:
     return Workload("allreduce", tuple(step for _ in range(2 * (n - 1))))
 
 
+def ring_order(hosts: list[str], leaf_of: dict[str, str],
+               pod_of: dict[str, str] | None = None) -> list[str]:
+    """Ranks in the order a collective library lays a ring over a fabric it is told spans
+    several leaves: one host of every leaf in turn (leaves taken one per pod in turn), then
+    the next host of every leaf, ... So every ring hop leaves its leaf, and its pod when there
+    are several: the ring's traffic crosses the fabric, where path choice decides how fast it
+    goes, instead of staying under one leaf switch. With one leaf the order is unchanged.
+
+    ``leaf_of``: host -> leaf; ``pod_of``: leaf -> pod (None: one pod). Hosts, leaves and
+    pods keep the order they first appear in ``hosts``."""
+    by_leaf: dict[str, list[str]] = {}
+    for h in hosts:
+        by_leaf.setdefault(leaf_of.get(h, h), []).append(h)
+    by_pod: dict[str, list[str]] = {}
+    for leaf in by_leaf:
+        by_pod.setdefault((pod_of or {}).get(leaf, ""), []).append(leaf)
+    leaves = _interleave(list(by_pod.values()))
+    return _interleave([by_leaf[leaf] for leaf in leaves])
+
+
+def _interleave(groups: list[list[str]]) -> list[str]:
+    """The first of every group, then the second of every group, ..."""
+    out: list[str] = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out += [g[i] for g in groups if i < len(g)]
+    return out
+
+
 def make_workload(name: str, hosts: list[str], size: int, count: int,
                   senders: int | None = None, leaf_of: dict[str, str] | None = None,
-                  seed: int = 1, load: float | None = None) -> Workload:
+                  seed: int = 1, load: float | None = None,
+                  pod_of: dict[str, str] | None = None) -> Workload:
     if load is not None and name in WORKLOADS and name not in LOAD_WORKLOADS:
         raise WorkloadError(f"--load does not apply to --workload {name}: it is a synchronized "
                             f"burst; offered load applies to {' and '.join(LOAD_WORKLOADS)}")
@@ -146,5 +175,5 @@ def make_workload(name: str, hosts: list[str], size: int, count: int,
     if name == "all-to-all":
         return all_to_all(hosts, size, count, load=load or 0.0, seed=seed)
     if name == "allreduce":
-        return ring_allreduce(hosts, size)
+        return ring_allreduce(ring_order(hosts, leaf_of, pod_of) if leaf_of else hosts, size)
     raise WorkloadError(f"unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")

@@ -104,7 +104,13 @@ def on_ack(s: HpccState, p: HpccParams, hops: list[HopSample], ack_seq: int,
     u = measure_inflight(s, p, hops)
     prev = dict(s.prev)
     for hop in hops:
-        prev[hop.key] = hop
+        old = prev.get(hop.key)
+        # Keep the older record while the hop's clock has not moved on: INT timestamps are
+        # v1model's microseconds, and at 100 Gb/s several ACKs echo one microsecond. Replacing
+        # it would compare the next record's bytes (a fraction of a microsecond's worth) with
+        # a whole microsecond of time and read the link's rate a few times too low.
+        if old is None or hop.ts_s > old.ts_s:
+            prev[hop.key] = hop
     if u is None:
         return replace(s, prev=prev)
     if ack_seq > s.last_update_seq:

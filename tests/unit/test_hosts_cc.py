@@ -175,3 +175,14 @@ def test_token_bucket_paces_to_rate() -> None:
     tb.consume(0.0, 1000)
     assert tb.wait_time(0.0, 500) == pytest.approx(0.5)
     assert tb.wait_time(0.5, 500) == pytest.approx(0.0)
+
+
+def test_hpcc_keeps_a_hops_record_until_its_clock_moves() -> None:
+    # INT timestamps are microseconds: at 100 Gb/s several ACKs echo the same one. The link
+    # sends at exactly B; the record at the repeated timestamp must not become the reference,
+    # or the next sample divides half the bytes by the whole interval (U = 0.5, not 1).
+    s = hpcc.HpccState(window=12500, wc=12500, prev={(1, 2): hop(0, 0, 0.0)})
+    s = hpcc.on_ack(s, HP, [hop(0, int(B * 0.0005), 0.0)], ack_seq=1, snd_nxt=2)
+    assert s.prev[(1, 2)].tx_bytes == 0  # same timestamp: no sample, the old record stays
+    s = hpcc.on_ack(s, HP, [hop(0, int(B * 0.001), 0.001)], ack_seq=2, snd_nxt=3)
+    assert s.u == pytest.approx(1.0)  # tau = T: U is this sample's tx rate / B

@@ -164,3 +164,16 @@ def test_bmv2_unmeasured_figures_are_unknown_and_retransmissions_invalidate() ->
     m.flows["h1->h3"]["retransmits"] = 300
     assert loss_problems("embedded", m.drops, m.flows) == []
     assert "300 of 2048 sent (14.6%)" in format_summary(m)
+
+
+def test_goodput_fraction_of_flows_sharing_a_bottleneck_stays_within_its_capacity() -> None:
+    # 2:1 incast, each flow 1.0 s of cells at line rate: fair share 2.0 s each. One finishes
+    # first (1.0 s), the other at 2.0 s: the receiver's link was busy throughout (100%), and
+    # summing per-flow fair shares over per-flow times would read 133%.
+    m = RunMetrics()
+    m.messages = [{"src": src, "dst": "h3", "fct_s": fct, "ideal_s": 2.0, "share": 2,
+                   "bottleneck": "h3"} for src, fct in (("h1", 1.0), ("h2", 2.0))]
+    m.flows = {"h1->h3": {"flow_time_s": 1.0}, "h2->h3": {"flow_time_s": 2.0}}
+    assert goodput_fraction(m) == 1.0
+    m.flows["h2->h3"]["flow_time_s"] = 2.5  # the link idled for 0.5 s
+    assert goodput_fraction(m) == 2.0 / 2.5

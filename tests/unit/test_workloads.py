@@ -13,6 +13,7 @@ from topologies.workloads import (
     make_workload,
     permutation,
     ring_allreduce,
+    ring_order,
 )
 
 HOSTS = ["h1", "h2", "h3", "h4"]
@@ -64,3 +65,25 @@ def test_ring_allreduce_steps_and_chunks() -> None:
 def test_unknown_workload_named_in_error() -> None:
     with pytest.raises(WorkloadError, match="unknown workload 'gossip'"):
         make_workload("gossip", HOSTS, 1, 1)
+
+
+def test_ring_order_makes_every_hop_leave_its_leaf() -> None:
+    ranks = ring_order(HOSTS, LEAF)
+    assert sorted(ranks) == HOSTS
+    assert all(LEAF[a] != LEAF[b] for a, b in zip(ranks, ranks[1:] + ranks[:1], strict=True))
+    wl = make_workload("allreduce", HOSTS, 8000, 1, leaf_of=LEAF)
+    assert all(LEAF[t.src] != LEAF[t.dst] for t in wl.flows())
+
+
+def test_ring_order_makes_every_hop_leave_its_pod_on_a_fat_tree() -> None:
+    hosts = [f"h{i}" for i in range(1, 17)]  # a k=4 fat-tree: 2 hosts per edge, 2 edges per pod
+    leaf_of = {h: f"e{(i // 4) + 1}{(i // 2) % 2 + 1}" for i, h in enumerate(hosts)}
+    pod_of = {leaf: leaf[1] for leaf in leaf_of.values()}
+    ranks = ring_order(hosts, leaf_of, pod_of)
+    assert sorted(ranks, key=lambda h: int(h[1:])) == hosts
+    hops = list(zip(ranks, ranks[1:] + ranks[:1], strict=True))
+    assert all(pod_of[leaf_of[a]] != pod_of[leaf_of[b]] for a, b in hops)
+
+
+def test_ring_order_keeps_one_leaf_as_it_is() -> None:
+    assert ring_order(HOSTS, dict.fromkeys(HOSTS, "l1")) == HOSTS

@@ -71,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
                     help=f"propagation delay per link (default {DEFAULT_HOP_DELAY})")
     ap.add_argument("--buffer", default=DEFAULT_BUFFER,
                     help=f"buffer bytes per egress port (default {DEFAULT_BUFFER})")
+    ap.add_argument("--ecn", choices=("link-rate", "topology"), default="link-rate",
+                    help="ECN marking with --link-rate in bits/s: 'link-rate' = DCQCN's profile "
+                         "(5 KB / 200 KB / 1%% at 40 Gb/s) scaled to the link rate (default); "
+                         "'topology' = the topology file's thresholds in cells")
     ap.add_argument("--until", default=None, help="virtual time limit, e.g. 10ms (default none)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     return ap
@@ -88,7 +92,8 @@ def sim_main(argv: list[str]) -> int:
             link_rate_bps=parse_link_rate(args.link_rate),
             hop_delay_ns=round(parse_duration(args.hop_delay, "--hop-delay") * 1e9),
             buffer_bytes=parse_bytes(args.buffer), seed=args.seed,
-            until_s=parse_duration(args.until, "--until") if args.until else None)
+            until_s=parse_duration(args.until, "--until") if args.until else None,
+            scale_ecn=args.ecn == "link-rate")
         topo, workload, events = prepare_workload(args)
         cfg = SimConfig(topo=topo, workload=workload, cc=topo.fabric.cc, run_dir=Path("."),
                         settings=settings, target=resolve_target(args.target), events=events,

@@ -18,7 +18,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, replace
 
-from controlplane.topology import QueueSpec, Topology
+from controlplane.topology import EcnSpec, QueueSpec, Topology
 from hosts import wire
 from hosts.cli import parse_host_args, receiver_config, sender_config
 from hosts.receiver import Receiver, ReceiverConfig
@@ -37,10 +37,42 @@ class SimSettings:
     buffer_bytes: int
     seed: int
     until_s: float | None = None
+    # bit-rate mode: ECN marking as DCQCN's paper sets it, scaled to the link rate
+    # (dcqcn_ecn_profile), instead of the topology's profile in cells, which is sized for the
+    # emulation's 64-cell queues
+    scale_ecn: bool = False
 
     @property
     def bit_rate_mode(self) -> bool:
         return self.link_rate_bps > 0
+
+
+# DCQCN's marking profile (Zhu et al., SIGCOMM 2015) for its 40 Gb/s links: RED-like from
+# Kmin = 5 KB to Kmax = 200 KB with Pmax = 1%, every packet above Kmax. Deployments scale the
+# thresholds with the link rate (HPCC's simulations: 4x at 100 Gb/s what they use at 25).
+DCQCN_REF_BPS = 40e9
+DCQCN_KMIN_BYTES = 5_000
+DCQCN_KMAX_BYTES = 200_000
+DCQCN_PMAX = 0.01
+
+
+def dcqcn_ecn_profile(topo: Topology, s: SimSettings, cc: str) -> EcnSpec:
+    """DCQCN's profile at this link rate, in cells (queue depths count packets), with Kmax
+    kept inside the port's buffer."""
+    frame = cell_frame_bytes(topo, cc)
+    scale = s.link_rate_bps / DCQCN_REF_BPS
+    buffer_cells = max(2, s.buffer_bytes // frame)
+    kmax = min(buffer_cells, max(2, round(DCQCN_KMAX_BYTES * scale / frame)))
+    kmin = min(kmax - 1, max(1, round(DCQCN_KMIN_BYTES * scale / frame)))
+    return EcnSpec(kmin=kmin, kmax=kmax, pmax=DCQCN_PMAX)
+
+
+def sim_topology(topo: Topology, s: SimSettings, cc: str) -> Topology:
+    """The topology the switches are programmed from: the file's, or in bit-rate mode with
+    ``scale_ecn`` its ECN profile replaced by DCQCN's at the link rate."""
+    if not (s.bit_rate_mode and s.scale_ecn):
+        return topo
+    return replace(topo, fabric=replace(topo.fabric, ecn=dcqcn_ecn_profile(topo, s, cc)))
 
 
 def planning_topology(topo: Topology, s: SimSettings, cc: str) -> Topology:
@@ -54,25 +86,42 @@ def planning_topology(topo: Topology, s: SimSettings, cc: str) -> Topology:
     return replace(topo, links=[replace(lk, queue=q) for lk in topo.links])
 
 
-def max_host_hops(topo: Topology) -> int:
-    """Links on the longest shortest path between two hosts (4 in a leaf-spine)."""
+def host_hops(topo: Topology, src: str) -> dict[str, int]:
+    """Links on the shortest path from host ``src`` to every host (hosts do not forward)."""
     adj: dict[str, list[str]] = {}
     for lk in topo.links:
         adj.setdefault(lk.a, []).append(lk.b)
         adj.setdefault(lk.b, []).append(lk.a)
-    worst = 0
-    for src in topo.hosts:
-        dist = {src: 0}
-        todo = deque([src])
-        while todo:
-            node = todo.popleft()
-            for nxt in adj.get(node, ()):
-                if nxt not in dist:
-                    dist[nxt] = dist[node] + 1
-                    if nxt not in topo.hosts:
-                        todo.append(nxt)
-        worst = max([worst] + [d for h, d in dist.items() if h in topo.hosts])
-    return worst
+    dist = {src: 0}
+    todo = deque([src])
+    while todo:
+        node = todo.popleft()
+        for nxt in adj.get(node, ()):
+            if nxt not in dist:
+                dist[nxt] = dist[node] + 1
+                if nxt not in topo.hosts:
+                    todo.append(nxt)
+    return {h: d for h, d in dist.items() if h in topo.hosts}
+
+
+def max_host_hops(topo: Topology) -> int:
+    """Links on the longest shortest path between two hosts (4 in a leaf-spine)."""
+    return max((d for src in topo.hosts for d in host_hops(topo, src).values()), default=0)
+
+
+def idle_latency_s(topo: Topology, s: SimSettings, cc: str, src: str, dst: str,
+                   hops: dict[str, int] | None = None) -> float:
+    """What an idle path adds to a message's cells at line rate, until its sender has the
+    last ACK: the last cell, stored and forwarded, crosses every link (its first
+    serialization is the message's own) and the ACK comes back over as many. ``hops``:
+    ``host_hops(topo, src)``, if already known."""
+    links = (hops if hops is not None else host_hops(topo, src)).get(dst, 0)
+    if not links or not s.bit_rate_mode:
+        return 0.0
+    cell = cell_frame_bytes(topo, cc) * 8 / s.link_rate_bps
+    ack = ACK_FRAME_BYTES * 8 / s.link_rate_bps
+    delay = s.hop_delay_ns * 1e-9
+    return (links - 1) * cell + links * delay + links * (ack + delay)
 
 
 def base_rtt_s(topo: Topology, s: SimSettings, cc: str) -> float:
@@ -103,7 +152,10 @@ def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float,
     args.cc_param = [p for p in args.cc_param if not p.startswith("base_rtt_s=")]
     if args.cc == "hpcc":
         args.cc_param.append(f"base_rtt_s={rtt!r}")
-    args.sack_holdoff = max(timers["sack_holdoff"], 2 * rtt)
+    # A cell behind a full buffer waits ``depth`` cell times more than one on an idle path,
+    # and SACKs of cells that took the idle path come back meanwhile: a hole younger than
+    # that is a late cell, not a lost one (resending it only adds to the full queue).
+    args.sack_holdoff = max(timers["sack_holdoff"], 2 * rtt, rtt + depth * cell_s)
     args.rto = max(timers["rto"], 8 * rtt)
     args.port_timeout = max(timers["port_timeout"], args.rto)
     args.credit_probe = max(4 * rtt, 64 * cell_s)

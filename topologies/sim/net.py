@@ -39,6 +39,7 @@ class Wire:
     deliver: Any  # fn(frame)
     up: bool = True
     frames: int = 0
+    bytes: int = 0  # as sent on the wire (after this hop's changes, e.g. INT added)
     dropped: int = 0
 
     def transmit(self, frame: bytes) -> None:
@@ -46,6 +47,7 @@ class Wire:
             self.dropped += 1
             return
         self.frames += 1
+        self.bytes += len(frame)
         now = self.engine.now
         ser = -(-len(frame) * 8 * NS // self.rate_bps) if self.rate_bps else 0
         self.engine.at(now + ser + self.delay_ns, self._arrive, frame)
@@ -89,6 +91,11 @@ class SimSwitch:
                 if waiting > peak.get(p, 0):
                     peak[p] = waiting
             self._schedule(dp.poll())
+
+    def line_free_ns(self) -> int:
+        """When every port's line has finished the last packet it started (serialization in
+        bit-rate mode, its 1 / rate slot in packet mode)."""
+        return max((link.ready_at() for link in self.dp.tm.links.values()), default=0)
 
     def _wake(self) -> None:
         self._schedule(self.engine.now)

@@ -25,7 +25,15 @@ from topologies.report import RunMetrics, format_summary, write_report
 from topologies.runner import FABRIC_P4, LinkEvent, collect_host_metrics, step_durations
 from topologies.sim.control import LocalConnection, LocalFabric
 from topologies.sim.engine import NS, Engine, to_ns
-from topologies.sim.hostplan import SimSettings, line_rate, planning_topology, start_step
+from topologies.sim.hostplan import (
+    SimSettings,
+    host_hops,
+    idle_latency_s,
+    line_rate,
+    planning_topology,
+    sim_topology,
+    start_step,
+)
 from topologies.sim.hostsim import Program
 from topologies.sim.net import LinkModel, SimFabric
 from topologies.workloads import Workload
@@ -60,6 +68,7 @@ def run_name(cfg: SimConfig) -> str:
 
 class SimRun:
     def __init__(self, cfg: SimConfig) -> None:
+        cfg.topo = sim_topology(cfg.topo, cfg.settings, cfg.cc)
         self.cfg = cfg
         self.topo = cfg.topo
         self.plan_topo = planning_topology(cfg.topo, cfg.settings, cfg.cc)
@@ -133,18 +142,28 @@ class SimRun:
         assert self.local is not None
         snap = linkload.snapshot(self.topo, self.local)  # type: ignore[arg-type]
         snap["t"] = self.engine.clock()
+        # Every packet counted so far has left its line by then (see linkload.last_slot_s).
+        free = max((sw.line_free_ns() for sw in self.fabric.switches.values()), default=0)
+        snap["lines_free_t"] = max(self.engine.now, free) / NS
         snap["bytes"] = {(name, port): (sw.dp.counter_read(linkload.PORT_TX, port)[1],
                                         sw.dp.counter_read(linkload.PORT_TX_DATA, port)[1])
                          for name, sw in self.fabric.switches.items() for port in sw.wires}
+        snap["wire_bytes"] = {(name, port): wire.bytes
+                              for name, sw in self.fabric.switches.items()
+                              for port, wire in sw.wires.items()}
         return snap
 
     def _bytes_as_cells(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Bit-rate mode: a link's rate is bytes, and an ACK takes a tenth of a cell's time,
         so "other" packets are counted in cells of the fabric's mean cell size by their bytes
         and the capacity in those cells per second (packet mode counts packets, as the
-        emulation's queues do)."""
+        emulation's queues do). The load itself is exact: ``line_s``, the bytes the wire
+        carried (as sent, INT included: the counters see a packet's length as it arrived) at
+        the link's rate."""
         assert self.load_before is not None and self.load_after is not None
         before, after = self.load_before["bytes"], self.load_after["bytes"]
+        wire0, wire1 = self.load_before["wire_bytes"], self.load_after["wire_bytes"]
+        bps = self.cfg.settings.link_rate_bps
         cells = sum(d["cells"] for r in records for d in r["directions"].values())
         data = sum(after[k][1] - before.get(k, (0, 0))[1] for k in after)
         cell_bytes = data / cells if cells else 1.0
@@ -157,14 +176,18 @@ class SimRun:
                 total = after[key][0] - before.get(key, (0, 0))[0]
                 other = total - (after[key][1] - before.get(key, (0, 0))[1])
                 d["other"] = round(other / cell_bytes)
+                d["line_s"] = (wire1[key] - wire0.get(key, 0)) * 8 / bps
         return records
 
     def _describe_links(self) -> str:
         s = self.cfg.settings
         if not s.bit_rate_mode:
             return "links at the topology's packet rates"
+        ecn = self.topo.fabric.ecn
         return (f"links {s.link_rate_bps / 1e9:g} Gb/s, {s.hop_delay_ns} ns per hop, "
-                f"{s.buffer_bytes} B buffers")
+                f"{s.buffer_bytes} B buffers, ECN {ecn.kmin}-{ecn.kmax} cells up to "
+                f"{100 * ecn.pmax:g}%" + (" (DCQCN's, scaled to the link rate)"
+                                         if s.scale_ecn else " (the topology's)"))
 
     def _progress(self, wall: float) -> None:
         done = sum(1 for p in self.running if p.done)
@@ -272,7 +295,9 @@ class SimRun:
             records = linkload.link_totals(self.plan_topo, self.load_before, self.load_after)
             if s.bit_rate_mode:
                 records = self._bytes_as_cells(records)
-            m.link_load = {"window_s": max(1e-9, self.load_after["t"] - self.load_before["t"]),
+            # to the moment the last packet counted has left its line
+            end = max(self.load_after["t"], self.load_after["lines_free_t"])
+            m.link_load = {"window_s": max(1e-9, end - self.load_before["t"]),
                            "links": records}
         m.queues = {f"{sw}:{port}": [[t, d] for t, d in rows]
                     for (sw, port), rows in sorted(self.depth.items())}
@@ -287,14 +312,22 @@ class SimRun:
             m.drops[name] = drops
             for port, peak in sorted(sw.peak.items()):
                 peaks[f"{name}:{port}"] = peak
-        collect_host_metrics(m, self.plan_topo, self.steps, read=self.host_metrics.get,
-                             line_rate=line_rate if s.bit_rate_mode else host_line_rate)
+        hops = {h: host_hops(topo, h) for h in topo.hosts} if s.bit_rate_mode else {}
+        collect_host_metrics(
+            m, self.plan_topo, self.steps, read=self.host_metrics.get,
+            line_rate=line_rate if s.bit_rate_mode else host_line_rate,
+            base_latency=(lambda a, b: idle_latency_s(topo, s, cfg.cc, a, b, hops[a]))
+            if s.bit_rate_mode else None)
         if len(cfg.workload.steps) > 1:
             m.steps = step_durations(m, self.step_times)
         wires = [w for pair in self.fabric.link_wires.values() for w in pair]
         m.run["sim"] = {
             "link_rate_bps": s.link_rate_bps, "hop_delay_ns": s.hop_delay_ns,
             "buffer_bytes": s.buffer_bytes, "seed": s.seed, "until_s": s.until_s,
+            "ecn_profile": {"kmin_cells": topo.fabric.ecn.kmin, "kmax_cells": topo.fabric.ecn.kmax,
+                            "pmax": topo.fabric.ecn.pmax,
+                            "from": "dcqcn-scaled" if s.bit_rate_mode and s.scale_ecn
+                            else "topology"},
             "mode": "bit-rate" if s.bit_rate_mode else "packet (the topology's rates)",
             "events": self.engine.events, "virtual_time_s": self.engine.now / NS,
             "packets": sum(w.frames for w in wires),

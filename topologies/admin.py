@@ -74,6 +74,17 @@ class SwitchAdmin:
         return priority
 
 
+    def stats(self) -> dict[str, Any] | None:
+        """Per-port data-plane statistics (p4sim only; BMv2 has no equivalent command: its
+        queue depths are read by the monitor through simple_switch_CLI)."""
+        if self.target == "bmv2":
+            return None
+        reply = send(("127.0.0.1", self.thrift_port), "stats", [])
+        if not reply.get("ok"):
+            raise AdminError(f"{self.name}: stats: {reply.get('error')}")
+        return reply.get("result")
+
+
 def bmv2_cli_inverts_priorities(version: tuple[int, ...] | None) -> bool:
     """Whether simple_switch_CLI of BMv2 ``version`` numbers priority queues inverted (before
     1.15.1); an unknown version is taken to be a current one."""
@@ -94,13 +105,3 @@ def bmv2_version() -> tuple[int, ...] | None:
         return None
     match = re.match(r"\s*(\d+)\.(\d+)\.(\d+)", out)
     return tuple(int(g) for g in match.groups()) if match else None
-
-    def stats(self) -> dict[str, Any] | None:
-        """Per-port data-plane statistics (p4sim only; BMv2 has no equivalent command: its
-        queue depths are read by the monitor through simple_switch_CLI)."""
-        if self.target == "bmv2":
-            return None
-        reply = send(("127.0.0.1", self.thrift_port), "stats", [])
-        if not reply.get("ok"):
-            raise AdminError(f"{self.name}: stats: {reply.get('error')}")
-        return reply.get("result")

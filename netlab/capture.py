@@ -47,18 +47,3 @@ def size_capture_ring_for_mtu(ifname: str, ns: str | None = None) -> str | None:
         return f"ethtool -K {ifname} failed: {(proc.stderr or proc.stdout).strip()[-200:]}"
     return None
 
-
-def ring_sizing_offloads_on(ifname: str, ns: str | None = None) -> list[str]:
-    """The ring-sizing offloads still on for ``ifname`` (by ethtool's long names)."""
-    argv = ["ethtool", "-k", ifname]
-    if ns is not None:
-        argv = ["ip", "netns", "exec", ns, *argv]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-    names = ("tcp-segmentation-offload", "generic-segmentation-offload",
-             "generic-receive-offload", "large-receive-offload")
-    on = []
-    for line in out.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in names and value.split()[:1] == ["on"]:
-            on.append(key.strip())
-    return on

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from netlab.capture import size_capture_ring_for_mtu
 from netlab.hosts import NetLab, NetLabError, wait_until
 from netlab.targets import ToolchainError, resolve_target, switch_argv
 
@@ -70,6 +71,7 @@ def make_ports(lab: NetLab, ns: str, count: int) -> tuple[dict, dict, dict]:
     administratively up. (Downing the switch's own end is no test of failover: BMv2 then stops
     receiving on every port, its one pcap thread blocked on the downed handle; and PTF's capture
     thread dies on a downed PTF end.) Without tc mirred, plain pairs; the link is the switch end.
+    The switch ends' offloads are off so that a libpcap reader's ring holds a burst.
     Returns (switch ifaces, PTF ifaces, link ifaces) by port."""
     switch_ports: dict[int, str] = {}
     ptf_ports: dict[int, str] = {}
@@ -85,6 +87,11 @@ def make_ports(lab: NetLab, ns: str, count: int) -> tuple[dict, dict, dict]:
             sw_if, ptf_if = lab.veth(f"s{i}", f"p{i}", ns_a=ns, ns_b=ns)
             far = sw_if
         switch_ports[i], ptf_ports[i], links[i] = sw_if, ptf_if, far
+        # BMv2 reads the switch end with libpcap: without this its ring holds 32 frames and
+        # a longer burst is cut short in the kernel (netlab/capture.py)
+        problem = size_capture_ring_for_mtu(sw_if, ns)
+        if problem:
+            print(f"ptf_runner: warning: {problem}", file=sys.stderr)
     return switch_ports, ptf_ports, links
 
 

@@ -5,11 +5,19 @@ data packets (cells) among them. Two snapshots, one before the workload and one 
 what each link direction carried over the whole workload; ``link_totals`` turns them into the
 plain per-link records that ``topologies.report.link_accounting`` (a pure function, shared with
 the simulator) derives loads and per-tier balance from.
+
+Given the switches' interface names, a snapshot also reads ``port_rx`` (every packet the
+program's ingress saw on a port) beside the kernel's receive count of that interface, so
+``unread_frames`` tells, on either target, how many frames reached a switch's port but never
+its pipeline: the kernel dropped them because the switch read too slowly (BMv2 reports no such
+figure itself; its libpcap ring is the place they are lost).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from controlplane.entities import CounterEntry
@@ -18,24 +26,67 @@ from controlplane.topology import Topology
 
 PORT_TX = "MyEgress.port_tx"
 PORT_TX_DATA = "MyEgress.port_tx_data"
+PORT_RX = "MyIngress.port_rx"
 
-Snapshot = dict[str, Any]  # {"t": seconds, "ports": {(switch, port): (all, data)}}
+Snapshot = dict[str, Any]  # {"t": seconds, "ports": {(switch, port): (all, data)}, "rx": ...}
+IfNames = Mapping[str, Mapping[int, str]]  # switch -> port -> interface (root namespace)
 
 
-def snapshot(topo: Topology, fabric: Fabric) -> Snapshot:
+def kernel_rx_packets(ifname: str) -> int | None:
+    """Frames the kernel received on ``ifname`` (its sysfs counter); None if it is gone."""
+    try:
+        return int(Path(f"/sys/class/net/{ifname}/statistics/rx_packets").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def snapshot(topo: Topology, fabric: Fabric, ifnames: IfNames | None = None,
+             kernel_first: bool = False) -> Snapshot:
+    """Egress counters of every switch port; with ``ifnames`` also ``port_rx`` and the
+    kernel's receive counters. ``kernel_first`` reads the kernel's before the switches'
+    (for the snapshot after a workload; the one before reads the switches' first), so frames
+    arriving between the two reads can only make ``unread_frames`` smaller, never larger."""
     ports = {sw: sorted(lk.a_port if lk.a == sw else lk.b_port for lk in topo.links_of(sw))
              for sw in topo.switches}
 
-    def read(conn) -> dict[int, tuple[int, int]]:
-        entries = conn.read(*(CounterEntry(counter=name, index=p)
-                              for name in (PORT_TX, PORT_TX_DATA) for p in ports[conn.name]))
-        total = {e.index: e.packets for e in entries if e.counter == PORT_TX}
-        data = {e.index: e.packets for e in entries if e.counter == PORT_TX_DATA}
-        return {p: (total.get(p, 0), data.get(p, 0)) for p in ports[conn.name]}
+    names = (PORT_TX, PORT_TX_DATA) + ((PORT_RX,) if ifnames else ())
 
+    def read(conn) -> dict[int, tuple[int, int, int]]:
+        entries = conn.read(*(CounterEntry(counter=name, index=p)
+                              for name in names for p in ports[conn.name]))
+        per = {name: {e.index: e.packets for e in entries if e.counter == name}
+               for name in names}
+        return {p: tuple(per[name].get(p, 0) for name in (PORT_TX, PORT_TX_DATA, PORT_RX)
+                         if name in per) for p in ports[conn.name]}
+
+    def kernel() -> dict[tuple[str, int], int | None]:
+        return {(sw, p): kernel_rx_packets(ifname)
+                for sw, per in (ifnames or {}).items() for p, ifname in per.items()}
+
+    kernel_rx = kernel() if kernel_first else {}
     result = fabric.run(read, "counter read")
-    return {"t": time.time(),
-            "ports": {(sw, p): v for sw, per in result.items() for p, v in per.items()}}
+    if not kernel_first:
+        kernel_rx = kernel()
+    snap: Snapshot = {"t": time.time(), "ports": {
+        (sw, p): v[:2] for sw, per in result.items() for p, v in per.items()}}
+    if ifnames:
+        snap["rx"] = {(sw, p): (v[2], kernel_rx.get((sw, p)))
+                      for sw, per in result.items() for p, v in per.items()}
+    return snap
+
+
+def unread_frames(before: Snapshot, after: Snapshot) -> dict[str, dict[int, int]]:
+    """Per switch port: frames its interface received between the snapshots that the
+    program's ingress never counted (0 where both agree; ports without a kernel count left
+    out)."""
+    out: dict[str, dict[int, int]] = {}
+    for key, (p4_1, kern_1) in after.get("rx", {}).items():
+        p4_0, kern_0 = before.get("rx", {}).get(key, (None, None))
+        if None in (kern_0, kern_1, p4_0):
+            continue
+        sw, port = key
+        out.setdefault(sw, {})[port] = max(0, (kern_1 - kern_0) - (p4_1 - p4_0))
+    return out
 
 
 def last_slot_s(topo: Topology, paced_queues: int = 1) -> float:

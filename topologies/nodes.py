@@ -37,6 +37,14 @@ class ProcessSwitch(Switch):
         raise NotImplementedError
 
     def start(self, controllers) -> None:
+        from netlab.capture import size_capture_ring_for_mtu
+
+        for ifname in self.port_map().values():
+            # BMv2 reads its ports with libpcap, whose ring holds only 32 frames on a veth
+            # with offloads on (netlab/capture.py); both targets get the same ports.
+            problem = size_capture_ring_for_mtu(ifname)
+            if problem:
+                print(f"{self.name}: warning: {problem}", file=sys.stderr)
         out = subprocess.DEVNULL
         if self.log_dir:
             self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -74,6 +74,11 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
     else:
         # No queue-drop counter (BMv2): 0 only when the hosts prove it (nothing retransmitted).
         s["cells_dropped"] = 0 if m.flows and retx == 0 else None
+    # Frames that reached a switch's interface but never its pipeline (the kernel dropped them
+    # from a receive socket or libpcap ring the switch read too slowly); None if not measured.
+    unread = [d["unread_frames"] for d in m.drops.values() if "unread_frames" in d]
+    s["frames_unread_by_switches"] = (sum(unread) if m.drops and len(unread) == len(m.drops)
+                                      else None)
     s["peak_queue_depth"] = max((max((v for _, v in samples), default=0)
                                  for samples in m.queues.values()), default=None)
     reorder = [r.get("max_depth", 0) for r in m.reorder.values()]
@@ -252,6 +257,8 @@ def format_summary(m: RunMetrics) -> str:
             if s.get("cells_sent") else "") + f", {s['duplicate_cells']} duplicates received"),
         ("max reorder depth (cells)", str(s["max_reorder_depth"])),
     ]
+    if s.get("frames_unread_by_switches") is not None:  # measured by the emulation only
+        rows.insert(4, ("frames switches did not read", str(s["frames_unread_by_switches"])))
     if s.get("offered_load") is None:
         rows.append(("goodput / bottleneck capacity",
                      f"{100 * s.get('goodput_fraction', goodput_fraction(m)):.1f}%"))

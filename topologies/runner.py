@@ -142,7 +142,7 @@ class FabricRun:
         cfg = self.cfg
         assert self.fnet is not None and self.fabric is not None
         self.monitor = FabricMonitor(self.topo, self.fabric, self.admins)
-        self.load_before = linkload.snapshot(self.topo, self.fabric)
+        self.load_before = linkload.snapshot(self.topo, self.fabric, self._switch_ifnames())
         self.monitor.start()
         out = cfg.run_dir / "hosts"
         out.mkdir(parents=True, exist_ok=True)
@@ -162,13 +162,18 @@ class FabricRun:
                 start = time.time()
                 self._run_step(plan)
                 self.step_times.append({"step": i, "wall_s": time.time() - start})
-            self.load_after = linkload.snapshot(self.topo, self.fabric)
+            self.load_after = linkload.snapshot(self.topo, self.fabric, self._switch_ifnames(),
+                                                kernel_first=True)
         finally:
             for t in self._timers:
                 t.cancel()
             self.monitor.stop()
             if self.collector is not None:
                 _stop_proc(self.collector.proc)
+
+    def _switch_ifnames(self) -> dict[str, dict[int, str]]:
+        assert self.fnet is not None
+        return {sw: self.fnet.switch(sw).port_map() for sw in self.topo.switches}
 
     def _start_collector(self, out: Path) -> None:
         """With a collector host, it runs the INT collector for the whole run: switch sinks
@@ -287,6 +292,7 @@ class FabricRun:
                     drops["malformed"] = sum(int(v.get("rx_dropped_malformed", 0))
                                              for v in ports.values())
             m.drops[name] = drops
+        self._add_unread_frames(m, service)
         # A port whose link was failed on purpose cannot serve its rate: not the machine's fault.
         excluded = self._failed_ports()
         for name, ports in excluded.items():
@@ -312,6 +318,19 @@ class FabricRun:
         if len(cfg.workload.steps) > 1:
             m.steps = step_durations(m, self.step_times)
         return m
+
+    def _add_unread_frames(self, m: RunMetrics, service: dict[str, dict[int, dict]]) -> None:
+        """Frames the kernel received on a switch's port but its pipeline never counted
+        (linkload.unread_frames): the kernel dropped them, the switch reading too slowly. A
+        target that counts its socket drops itself (p4sim) keeps its own figure; for BMv2 this
+        is the only measure of them."""
+        if self.load_before is None or self.load_after is None:
+            return
+        for name, ports in linkload.unread_frames(self.load_before, self.load_after).items():
+            m.drops.setdefault(name, {})["unread_frames"] = sum(ports.values())
+            for port, frames in ports.items():
+                st = service.setdefault(name, {}).setdefault(port, {})
+                st.setdefault("rx_socket_drops", frames)
 
     def _failed_ports(self) -> dict[str, set[int]]:
         """Switch ports at either end of a link that an injected failure took down."""

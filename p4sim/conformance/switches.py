@@ -30,6 +30,11 @@ PI_HEADER = struct.pack("!HH", 0, 0x88B5)  # flags, protocol (IEEE local experim
 SETTLE_S = 0.15  # real BMv2: no new frame for this long means the switch is idle
 # Measured: frames written back to back into a TUN port (30 within ~0.1 ms) reach BMv2's
 # egress only partly (8 of 30); spaced 0.5 ms apart all arrive. STF sends are paced so.
+# Why: BMv2 reads each port with libpcap in immediate mode (a TPACKET_V2 ring in 2 MiB), and
+# on a TUN device (link type raw IP, not Ethernet) libpcap sizes every ring slot for its full
+# snapshot length, 262,144 bytes: `ss -0 -e` shows frm_nr:8, so BMv2 holds 8 unread frames.
+# Veth ports get MTU-sized slots once their offloads are off (netlab/capture.py); a TUN has no
+# such setting and BMv2 no option for libpcap's buffer or snapshot length, so pacing stays.
 SEND_GAP_S = 0.001
 
 

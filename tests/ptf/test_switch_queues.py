@@ -25,6 +25,7 @@ on the gRPC host: inside the runner's namespace that is the switch).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -163,3 +164,49 @@ class BuildUpAndTailDrop(QueueTest):
         last = Ether(bytes(res.packet))[Probe]
         self.assertEqual((last.seq, last.enq_qdepth, last.deq_qdepth), (99, 0, 0))
         testutils.verify_no_other_packets(self)
+
+
+FEEDBACK_IN_PORT = 2  # frames from here go to OUT_PORT's feedback priority queue
+LINE_PPS = 5  # the link's rate the runner shares out: data 4 pps, feedback 1 pps (fabric_plan)
+PACED = 4  # feedback frames in the burst
+
+
+class FeedbackQueuePacedAtItsShare(QueueTest):
+    """The runner's queue settings (topologies.admin.SwitchAdmin.set_queue, the call `cellfabric
+    run` makes per link) reach the queue that holds the frames they are meant for. Frames of
+    the feedback priority leave at least one feedback slot apart: on BMv2, whose priority
+    queues have no shared line rate, the feedback share (1/s of 5/s); on p4sim, where each
+    queue may use the whole line, 1/5 s. Addressed to the wrong queue (BMv2's CLI numbering
+    before 1.15.1, sent to a later BMv2), the feedback frames would get the data share and
+    leave 1/4 s apart. Departures are the switch's own times; a slow machine only spaces them
+    further, so nothing asserts on speed."""
+
+    def runTest(self) -> None:
+        from controlplane.fabric_plan import FEEDBACK_PRIORITY, queue_shares
+        from topologies.admin import SwitchAdmin
+
+        params = testutils.test_params_get()
+        queues = int(params.get("priority_queues", 0) or 0)
+        if queues < 2:
+            self.skipTest("the switch runs without priority queues")
+        self.table_add(T_FWD, {"smeta.ingress_port": FEEDBACK_IN_PORT},
+                       f"{ING}.forward_priority", port=OUT_PORT, prio=FEEDBACK_PRIORITY)
+        target = "bmv2" if self.target == "bmv2" else "embedded"
+        admin = SwitchAdmin("dut", target, int(self.admin_addr.rpartition(":")[2]))
+        admin.set_queue(OUT_PORT, LINE_PPS, DEFAULT_DEPTH, priorities=queues)
+        try:
+            for seq in range(PACED):
+                testutils.send_packet(self, FEEDBACK_IN_PORT, bytes(probe(seq)))
+            got = self.receive_all(expect=PACED, settle=0.5, limit=PACED * 2 + 5)
+        finally:
+            admin.set_queue(OUT_PORT, UNLIMITED_PPS, DEFAULT_DEPTH, priorities=queues)
+        received = [Ether(raw)[Probe] for _, raw in got]
+        self.assertEqual([p.seq for p in received], list(range(PACED)), "every frame, in order")
+        share = queue_shares(LINE_PPS)[FEEDBACK_PRIORITY] if target == "bmv2" else LINE_PPS
+        slot_us = US // share
+        times = [departure_us(p) for p in received]
+        for i, (a, b) in enumerate(itertools.pairwise(times)):
+            gap = (b - a) & 0xFFFFFFFF
+            self.assertGreaterEqual(gap, slot_us - slot_us // 2,
+                                    f"feedback frames {i}, {i + 1} left {gap} us apart; the "
+                                    f"feedback queue's slot is {slot_us} us")

@@ -7,6 +7,7 @@ import pytest
 
 from controlplane.fabric_plan import FEEDBACK_PRIORITY, data_rate, queue_shares
 from controlplane.topogen import generate
+from topologies import admin as admin_mod
 from topologies.admin import SwitchAdmin
 from topologies.hostprocs import host_line_rate
 
@@ -35,10 +36,25 @@ def _lines(target: str) -> list[str]:
     return sent
 
 
-def test_bmv2_queue_index_is_inverted() -> None:
-    # simple_switch keeps P4 priority p in queue (priorities - 1 - p); its CLI takes that index
+def test_bmv2_cli_queue_is_the_p4_priority_from_1_15_1(monkeypatch) -> None:
+    # BMv2 #1276 (1.15.1): set_queue_rate's priority argument is the P4 program's qid, so the
+    # data share (P4 priority 0) goes to queue 0
+    monkeypatch.setattr(admin_mod, "bmv2_version", lambda: (1, 15, 5))
+    assert _lines("bmv2") == ["set_queue_rate 80 3 0", "set_queue_rate 20 3 1",
+                              "set_queue_depth 64 3"]
+
+
+def test_bmv2_before_1_15_1_inverts_the_queue_index(monkeypatch) -> None:
+    # older simple_switch kept P4 priority p in queue (priorities - 1 - p), the CLI's index
+    monkeypatch.setattr(admin_mod, "bmv2_version", lambda: (1, 15, 0))
     assert _lines("bmv2") == ["set_queue_rate 80 3 1", "set_queue_rate 20 3 0",
                               "set_queue_depth 64 3"]
+
+
+def test_unknown_bmv2_version_is_taken_as_current() -> None:
+    assert not admin_mod.bmv2_cli_inverts_priorities(None)
+    assert admin_mod.bmv2_cli_inverts_priorities((1, 14, 9))
+    assert not admin_mod.bmv2_cli_inverts_priorities((1, 15, 1))
 
 
 def test_embedded_shares_one_line_rate() -> None:

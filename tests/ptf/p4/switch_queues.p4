@@ -40,9 +40,14 @@ control SwIngress(inout headers_t hdr, inout metadata_t meta,
     action forward(port_t port) {
         smeta.egress_spec = port;
     }
+    /* Into priority queue ``prio`` of the port (simple_switch --priority-queues N). */
+    action forward_priority(port_t port, bit<3> prio) {
+        smeta.egress_spec = port;
+        smeta.priority = prio;
+    }
     table fwd {
         key = { smeta.ingress_port: exact; }
-        actions = { forward; drop; }
+        actions = { forward; forward_priority; drop; }
         default_action = drop();
         size = 16;
     }

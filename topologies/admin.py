@@ -18,7 +18,7 @@ from typing import Any
 
 from controlplane.admin import AdminChannel, send
 from controlplane.admin import AdminError as ChannelError
-from controlplane.fabric_plan import queue_shares
+from controlplane.fabric_plan import separately_paced_rates
 
 
 class AdminError(RuntimeError):
@@ -51,13 +51,13 @@ class SwitchAdmin:
 
         p4sim: every queue may send ``rate_pps`` and the port's line (``set_port_rate``) caps
         them together, so the feedback queue takes its share only while it has packets. Real
-        BMv2 paces each priority queue on its own and has no shared rate, so there the rate is
-        split: fabric_plan.queue_shares gives each priority a fixed share."""
+        BMv2 paces each priority queue on its own and has no shared rate: there data gets its
+        share and feedback the line (fabric_plan.separately_paced_rates)."""
         lines = [f"set_queue_rate {rate_pps} {port}"]
         if priorities >= 2 and rate_pps > 0:
             if self.target == "bmv2":
                 lines = [f"set_queue_rate {pps} {port} {self.queue_index(prio, priorities)}"
-                         for prio, pps in sorted(queue_shares(rate_pps).items())]
+                         for prio, pps in sorted(separately_paced_rates(rate_pps).items())]
             else:
                 lines.append(f"set_port_rate {rate_pps} {port}")
         self.run([*lines, f"set_queue_depth {depth} {port}"])

@@ -37,8 +37,8 @@ from topologies.hostprocs import (
 )
 from topologies.monitor import FabricMonitor
 from topologies.network import FabricNet
-from topologies.report import RunMetrics, format_summary, write_report
-from topologies.validity import loss_problems, service_problems
+from topologies.report import RunMetrics, format_summary, link_accounting, write_report
+from topologies.validity import loss_problems, over_rate_problems, service_problems
 from topologies.workloads import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -311,6 +311,8 @@ class FabricRun:
             m.link_load = {"window_s": max(1e-3, end - start),
                            "links": linkload.link_totals(topo, self.load_before,
                                                          self.load_after)}
+            m.run["invalid_reasons"] += over_rate_problems(
+                link_accounting(m.link_load["links"], m.link_load["window_s"])["directions"])
         self._collect_hosts(m)
         m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows)
         if self.collector is not None:

@@ -67,3 +67,18 @@ def loss_problems(target: str, drops: Mapping[str, Mapping[str, Any]],
         return []
     return [f"{retx} cells retransmitted{share} and the {target} switches count no queue drops: "
             "congestion loss cannot be told from a switch that did not keep up"]
+
+
+OVER_RATE_TOLERANCE = 1.005  # counters are read a few ms apart from the window's edges
+
+
+def over_rate_problems(directions: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``directions``: the link accounting's per-direction figures (``offered`` = what the
+    direction carried over the window as a fraction of its line). A link can carry more than
+    its line only where the switch paces its priority queues each on its own (real BMv2, whose
+    feedback queue may use the whole line beside the data share): then the emulated line rate
+    was not kept, and the run's figures are not those of the configured fabric."""
+    return [f"{label}: carried {100 * d['offered']:.1f}% of its line rate over the window "
+            "(the switch's priority queues together exceeded the configured link rate)"
+            for label, d in sorted(directions.items())
+            if d.get("offered") is not None and d["offered"] > OVER_RATE_TOLERANCE]

@@ -167,22 +167,22 @@ class BuildUpAndTailDrop(QueueTest):
 
 
 FEEDBACK_IN_PORT = 2  # frames from here go to OUT_PORT's feedback priority queue
-LINE_PPS = 5  # the link's rate the runner shares out: data 4 pps, feedback 1 pps (fabric_plan)
+FEEDBACK_PPS = 4  # the feedback queue's rate in this test; data's stays unlimited
 PACED = 4  # feedback frames in the burst
 
 
-class FeedbackQueuePacedAtItsShare(QueueTest):
-    """The runner's queue settings (topologies.admin.SwitchAdmin.set_queue, the call `cellfabric
-    run` makes per link) reach the queue that holds the frames they are meant for. Frames of
-    the feedback priority leave at least one feedback slot apart: on BMv2, whose priority
-    queues have no shared line rate, the feedback share (1/s of 5/s); on p4sim, where each
-    queue may use the whole line, 1/5 s. Addressed to the wrong queue (BMv2's CLI numbering
-    before 1.15.1, sent to a later BMv2), the feedback frames would get the data share and
-    leave 1/4 s apart. Departures are the switch's own times; a slow machine only spaces them
-    further, so nothing asserts on speed."""
+class FeedbackQueueAddressedByItsPriority(QueueTest):
+    """The runner's queue addressing (topologies.admin.SwitchAdmin.queue_index: the priority
+    argument `cellfabric run` gives simple_switch_CLI's ``set_queue_rate`` per priority) reaches
+    the queue that holds that P4 priority. The feedback queue is set to FEEDBACK_PPS through
+    it and the data queue left unlimited: frames of the feedback priority must leave at least
+    one feedback slot apart. Addressed to the wrong queue (BMv2's CLI numbering before 1.15.1,
+    sent to a later BMv2, which paced data at the feedback share in every fabric run), they
+    would leave at the data queue's unlimited rate. Departures are the switch's own times; a
+    slow machine only spaces them further, so nothing asserts on speed."""
 
     def runTest(self) -> None:
-        from controlplane.fabric_plan import FEEDBACK_PRIORITY, queue_shares
+        from controlplane.fabric_plan import FEEDBACK_PRIORITY
         from topologies.admin import SwitchAdmin
 
         params = testutils.test_params_get()
@@ -193,7 +193,9 @@ class FeedbackQueuePacedAtItsShare(QueueTest):
                        f"{ING}.forward_priority", port=OUT_PORT, prio=FEEDBACK_PRIORITY)
         target = "bmv2" if self.target == "bmv2" else "embedded"
         admin = SwitchAdmin("dut", target, int(self.admin_addr.rpartition(":")[2]))
-        admin.set_queue(OUT_PORT, LINE_PPS, DEFAULT_DEPTH, priorities=queues)
+        rates = {0: UNLIMITED_PPS, FEEDBACK_PRIORITY: FEEDBACK_PPS}
+        admin.run([f"set_queue_rate {pps} {OUT_PORT} {admin.queue_index(prio, queues)}"
+                   for prio, pps in sorted(rates.items())])
         try:
             for seq in range(PACED):
                 testutils.send_packet(self, FEEDBACK_IN_PORT, bytes(probe(seq)))
@@ -202,8 +204,7 @@ class FeedbackQueuePacedAtItsShare(QueueTest):
             admin.set_queue(OUT_PORT, UNLIMITED_PPS, DEFAULT_DEPTH, priorities=queues)
         received = [Ether(raw)[Probe] for _, raw in got]
         self.assertEqual([p.seq for p in received], list(range(PACED)), "every frame, in order")
-        share = queue_shares(LINE_PPS)[FEEDBACK_PRIORITY] if target == "bmv2" else LINE_PPS
-        slot_us = US // share
+        slot_us = US // FEEDBACK_PPS
         times = [departure_us(p) for p in received]
         for i, (a, b) in enumerate(itertools.pairwise(times)):
             gap = (b - a) & 0xFFFFFFFF

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.fabric_plan import FEEDBACK_PRIORITY, data_rate, queue_shares
+from controlplane.fabric_plan import (
+    FEEDBACK_PRIORITY,
+    data_rate,
+    queue_shares,
+    separately_paced_rates,
+)
 from controlplane.topogen import generate
 from topologies import admin as admin_mod
 from topologies.admin import SwitchAdmin
@@ -17,6 +22,15 @@ def test_shares_add_up_to_the_line_rate(line: int) -> None:
     shares = queue_shares(line)
     assert sum(shares.values()) == line
     assert shares[0] > shares[FEEDBACK_PRIORITY] >= 1
+
+
+@pytest.mark.parametrize("line", [5, 100, 200, 5000])
+def test_separately_paced_queues_give_data_its_share_and_feedback_the_line(line: int) -> None:
+    # real BMv2 cannot share one line between its priority queues: feedback may use the whole
+    # line while it has packets (as under p4sim's shared line), data no more than its share
+    rates = separately_paced_rates(line)
+    assert rates == {0: data_rate(line), FEEDBACK_PRIORITY: line}
+    assert separately_paced_rates(0) == {0: 0, FEEDBACK_PRIORITY: 0}
 
 
 def test_unlimited_stays_unlimited() -> None:
@@ -40,14 +54,14 @@ def test_bmv2_cli_queue_is_the_p4_priority_from_1_15_1(monkeypatch) -> None:
     # BMv2 #1276 (1.15.1): set_queue_rate's priority argument is the P4 program's qid, so the
     # data share (P4 priority 0) goes to queue 0
     monkeypatch.setattr(admin_mod, "bmv2_version", lambda: (1, 15, 5))
-    assert _lines("bmv2") == ["set_queue_rate 80 3 0", "set_queue_rate 20 3 1",
+    assert _lines("bmv2") == ["set_queue_rate 80 3 0", "set_queue_rate 100 3 1",
                               "set_queue_depth 64 3"]
 
 
 def test_bmv2_before_1_15_1_inverts_the_queue_index(monkeypatch) -> None:
     # older simple_switch kept P4 priority p in queue (priorities - 1 - p), the CLI's index
     monkeypatch.setattr(admin_mod, "bmv2_version", lambda: (1, 15, 0))
-    assert _lines("bmv2") == ["set_queue_rate 80 3 1", "set_queue_rate 20 3 0",
+    assert _lines("bmv2") == ["set_queue_rate 80 3 1", "set_queue_rate 100 3 0",
                               "set_queue_depth 64 3"]
 
 

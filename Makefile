@@ -73,9 +73,10 @@ conformance-expected:  ## regenerate tests/conformance/expected-*.json (known fa
 # since netlab sizes BMv2's libpcap rings for the MTU (netlab/capture.py).
 PTF_BMV2_SELECT ?=
 
-test-toolchain:  ## needs the real p4lang toolchain on PATH: real p4c, PTF and corpus on BMv2
+test-toolchain:  ## needs the real p4lang toolchain on PATH: real p4c, PTF, corpus and the fat-tree on BMv2
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/toolchain \
-	  tests/conformance/test_corpus.py::test_corpus_p4sim_json_on_real_bmv2
+	  tests/conformance/test_corpus.py::test_corpus_p4sim_json_on_real_bmv2 \
+	  tests/e2e/test_fattree.py -k "bmv2 or toolchain or corpus"
 	CELLFABRIC_TARGET=bmv2 $(BIN)/pytest $(PYTEST_FLAGS) tests/ptfsuite $(PTF_BMV2_SELECT)
 
 lint:

@@ -132,12 +132,27 @@ def test_round_robin_and_adaptive_balance_every_tier(tmp_path: Path, spray: str)
     _assert_honest(m)
 
 
-@pytest.mark.skipif(not (shutil.which("simple_switch_grpc") and shutil.which("p4c-bm2-ss")),
-                    reason="real BMv2 toolchain not on PATH")
-@pytest.mark.xfail(reason="issue 16, open: on BMv2 the edge tier sends ~3x more cells to its "
-                          "first uplink than to its second and ~1000 cells are retransmitted",
-                   strict=False)
-def test_spray_balance_on_real_bmv2(tmp_path: Path) -> None:
-    # Per-link loads only: BMv2's own timing is not what this checks.
-    m = _run(_topo("spray", "hpcc"), tmp_path, target="bmv2")
-    _assert_balanced(m, CORE)
+needs_bmv2 = pytest.mark.skipif(
+    not (shutil.which("simple_switch_grpc") and shutil.which("p4c-bm2-ss")),
+    reason="real BMv2 toolchain not on PATH")
+
+
+@pytest.fixture(scope="module")
+def bmv2_spray_run(tmp_path_factory: pytest.TempPathFactory) -> RunMetrics:
+    return _run(_topo("spray", "hpcc"), tmp_path_factory.mktemp("bmv2"), target="bmv2")
+
+
+@needs_bmv2
+def test_spray_balance_on_real_bmv2(bmv2_spray_run: RunMetrics) -> None:
+    # The same program and entries on real BMv2 spread the same way at every tier, and no
+    # link is reported above its rate.
+    _assert_balanced(bmv2_spray_run, ALL_TIERS)
+    _assert_honest(bmv2_spray_run)
+
+
+@pytest.mark.xfail(reason="issue 16, open: on real BMv2 the fat-tree's spray permutation "
+                          "retransmits ~12% of its cells (111 of 895 in one run), which makes the "
+                          "run invalid there (BMv2 counts no queue drops)", strict=False)
+@needs_bmv2
+def test_spray_run_on_real_bmv2_is_valid(bmv2_spray_run: RunMetrics) -> None:
+    assert not bmv2_spray_run.run["invalid_reasons"], bmv2_spray_run.run["invalid_reasons"]

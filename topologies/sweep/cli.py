@@ -62,6 +62,9 @@ def sweep_main(argv: list[str]) -> int:
         print(f"cellfabric sweep: error: {exc}", file=sys.stderr)
         return 2
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Ctrl-C must stop a sweep even when started from a shell that ignores SIGINT for it
+    # (a background job of a script), as it stops `cellfabric run`.
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return run_sweep(spec, results, executor, progress_every_s=args.progress_every,
                          task_timeout_s=args.task_timeout)
@@ -70,4 +73,5 @@ def sweep_main(argv: list[str]) -> int:
         return 2
     finally:
         signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
         executor.close()

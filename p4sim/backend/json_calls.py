@@ -117,17 +117,7 @@ class CallInlining(ExprLowering):
                 inner.bind(p, self.ref(a.expr, env))
                 continue
             if p.direction in ("out", "inout"):
-                tmp = self.layout(t, p.name, "")
-                if a.expr is not None:
-                    dst: Any = a.expr if isinstance(a.expr, A.Slice) else self.ref(a.expr, env)
-                    if p.direction == "inout" and isinstance(dst, A.Slice):
-                        self.assign(tmp, dst, env, out, c)
-                    elif p.direction == "inout":
-                        self.assign_ref(tmp, dst, out, c)
-                    else:
-                        self.invalidate(tmp, out, c)
-                    copy_back.append((dst, tmp))
-                inner.bind(p, tmp)
+                inner.bind(p, self.copy_in(a.expr, p, env, out, copy_back, c))
                 continue
             if a.expr is None:
                 raise unsupported(a.loc, "'_' for an argument that is read")
@@ -150,6 +140,27 @@ class CallInlining(ExprLowering):
                 self.fn_returns.pop()
         self.copy_out(copy_back, c, env, out)
         return result
+
+    def copy_in(self, arg: A.Expr | None, p: A.Param, env: Env, out: list[Json],
+                copy_back: list[tuple[Any, Ref]], node: Any) -> Ref:
+        """Fresh storage for parameter `p`, filled from `arg` (in, inout; a slice through its
+        bits) or invalidated (out), and noted in `copy_back` to be copied back (out, inout).
+        `arg` None is `_`: storage, nothing copied either way."""
+        tmp = self.layout(p.rtype, p.name, "")
+        if arg is None:
+            return tmp
+        if p.direction not in ("out", "inout"):
+            self.assign(tmp, arg, env, out, node)
+            return tmp
+        dst: Any = arg if isinstance(arg, A.Slice) else self.ref(arg, env)
+        if p.direction == "out":
+            self.invalidate(tmp, out, node)
+        elif isinstance(dst, A.Slice):
+            self.assign(tmp, dst, env, out, node)
+        else:
+            self.assign_ref(tmp, dst, out, node)
+        copy_back.append((dst, tmp))
+        return tmp
 
     def copy_out(self, copy_back: list[tuple[Any, Ref]], c: A.Call, env: Env,
                  out: list[Json]) -> None:

@@ -108,12 +108,8 @@ class ControlLowering(TableLowering):
                 call, hit = hm
                 outcome = {}
                 for key, value in (("__HIT__", hit), ("__MISS__", not hit)):
-                    aname = self.unique_action("act")
-                    aid = self.add_action_json(aname, [], [prim("assign", [
-                        dst.json(), hexstr(int(value), 1)], s, self.source_info)], s)
-                    self.hidden_actions.add(aname)
-                    outcome[key] = self.dummy_table(self.unique_table("tbl_" + aname), aname,
-                                                    aid, [], node, s)
+                    outcome[key] = self.prims_table([prim("assign", [
+                        dst.json(), hexstr(int(value), 1)], s, self.source_info)], node, s)
                 node = self.apply_table(call, env, outcome, node, hitmiss=True)
                 continue
             if self.is_simple(s):
@@ -171,11 +167,7 @@ class ControlLowering(TableLowering):
                     # in the P4Info; calls nested in actions are simply inlined
                     self.note_called_action(s.call.target[1], s.call, env)
                 self.stmt_to_prims(s, env, prims)
-        aname = self.unique_action("act")
-        aid = self.add_action_json(aname, [], prims, stmts[0])
-        self.hidden_actions.add(aname)
-        tname = self.unique_table("tbl_" + aname)
-        return self.dummy_table(tname, aname, aid, [], nxt, stmts[0])
+        return self.prims_table(prims, nxt, stmts[0])
 
     def const_int_of(self, e: A.Expr) -> int:
         v = e.const
@@ -305,7 +297,7 @@ class ControlLowering(TableLowering):
         for a, p in zip(call.args, decl.params):
             assert a.expr is not None
             if id(p) in copied:
-                inner.bind(p, self.copy_control_arg(a.expr, p, env, copy_in, copy_back, call))
+                inner.bind(p, self.copy_in(a.expr, p, env, copy_in, copy_back, call))
                 continue
             inner.bind(p, self.ref(a.expr, env) if p.direction in ("out", "inout") or isinstance(
                 p.rtype, (T.StructT, T.StackT)) else DataRef(self.data(a.expr, env), p.rtype))
@@ -330,24 +322,6 @@ class ControlLowering(TableLowering):
         first = self.build_seq(init + list(decl.body.stmts), end, inner)
         self.ret_targets.pop()
         return self.prims_table(copy_in, first, call) if copy_in else first
-
-    def copy_control_arg(self, arg: A.Expr, p: A.Param, env: Env, copy_in: list[Json],
-                         copy_back: list[tuple[Any, Ref]], call: A.Call) -> Ref:
-        """Fresh storage for parameter `p` of an applied control, filled from `arg` (in,
-        inout) or invalidated (out), and copied back to `arg` at the end (out, inout)."""
-        tmp = self.layout(p.rtype, p.name, "")
-        if p.direction in ("out", "inout"):
-            dst: Any = arg if isinstance(arg, A.Slice) else self.ref(arg, env)
-            if p.direction == "out":
-                self.invalidate(tmp, copy_in, call)
-            elif isinstance(dst, A.Slice):
-                self.assign(tmp, dst, env, copy_in, call)
-            else:
-                self.assign_ref(tmp, dst, copy_in, call)
-            copy_back.append((dst, tmp))
-        else:
-            self.assign(tmp, arg, env, copy_in, call)
-        return tmp
 
     def prims_table(self, prims: list[Json], nxt: str | None, node: Any) -> str:
         """A hidden table whose default action runs `prims`, then goes to `nxt`."""

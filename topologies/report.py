@@ -175,7 +175,7 @@ def link_accounting(records: list[dict[str, Any]], window_s: float) -> dict[str,
     ``window_s`` must run until every counted packet has left its line: a packet is counted
     when it starts to leave, so a window that ends at the last departure misses that packet's
     own time on the line, and a link busy for the whole window would read n / (n - 1) of its
-    rate (callers add the last packet's slot: ``linkload.window_end``)."""
+    rate (callers add the last packet's slot: ``linkload.last_slot_s``)."""
     directions: dict[str, dict[str, Any]] = {}
     groups: dict[str, list[int]] = {}
     for rec in records:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from hosts import wire
 from hosts.cc import NAMES
 from hosts.cc.dcqcn import DcqcnParams
+from hosts.nic import RocePortClaim
 
 if TYPE_CHECKING:  # the host programs import Scapy; the collector does not need it
     from hosts.receiver import ReceiverConfig
@@ -209,11 +210,18 @@ def _run(args: argparse.Namespace, stop: list[bool]) -> dict[str, object]:
 
         node = Collector(args.bind, args.port, args.records,
                          link_bps=parse_rate(args.link_rate, 0), duration_s=args.duration)
+    claim = RocePortClaim()
+    if args.cmd in ("send", "recv"):
+        claim.open(wire.ROCE_UDP_PORT)
+        if claim.error:
+            print(f"cellfabric host {args.cmd}: warning: {claim.error}: this host's kernel "
+                  "will answer cells with ICMP port unreachable", file=sys.stderr)
     node.open()
     try:
         return node.run(should_stop)
     finally:
         node.close()
+        claim.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,39 @@ def iface_oper_up(ifname: str) -> bool:
 
 
 @dataclass
+class RocePortClaim:
+    """A UDP socket bound to the RoCEv2 port on every address of this host and never read.
+
+    Our cells and ACKs are UDP datagrams to port 4791 addressed to this host, so besides the
+    AF_PACKET tap the host's own IP stack receives them too. With no socket on that port the
+    kernel answers each one with an ICMP port unreachable, which then crosses the fabric as
+    traffic nobody sent on purpose (a RoCE NIC consumes these packets before the kernel sees
+    them). Bound, the datagrams land in a tiny receive buffer and, once it is full, are dropped
+    silently. SO_REUSEPORT lets a host's sender and receiver processes both hold one."""
+
+    sock: socket.socket | None = None
+    error: str = ""
+
+    def open(self, port: int) -> RocePortClaim:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)  # the kernel's minimum
+            sock.bind(("0.0.0.0", port))
+        except OSError as exc:
+            sock.close()
+            self.error = f"UDP port {port}: {exc.strerror}"
+            return self
+        self.sock = sock
+        return self
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+@dataclass
 class NicPort:
     index: int
     ifname: str

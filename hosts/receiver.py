@@ -69,6 +69,7 @@ class Flow:
     naks: int = 0
     grants: int = 0
     grant_dirty: bool = False  # the grant moved since the last ACK
+    grant_sent: int = 0  # the grant the last ACK carried
     messages: list[dict[str, float | int]] = field(default_factory=list)
     framers: dict[int, UdpFramer] = field(default_factory=dict)  # per port, built once
     delivered_messages: int = 0
@@ -204,6 +205,7 @@ class Receiver:
                           flow.int_block, nak=nak, bitmap=rb.sack_bitmap())
         flow.int_block = None
         flow.grant_dirty = False
+        flow.grant_sent = grant if grant is not None else flow.grant_sent
         flow.port.send(flow.framer.frame(body))
         flow.pending = 0
         flow.last_ack = now
@@ -229,10 +231,24 @@ class Receiver:
             for key in self.granter.tick(now):
                 self.flows[key].grants += 1
                 self.flows[key].grant_dirty = True
+            hold = self._grant_holdoff()
             for flow in self.flows.values():
-                # grants ride on ACKs, at most one per quarter ACK delay
-                if flow.grant_dirty and now - flow.last_ack >= cfg.ack_delay_s / 4:
+                if flow.grant_dirty and (self._grant_batch_full(flow)
+                                         or now - flow.last_ack >= hold):
                     self._send_ack(flow, now)
+
+    def _grant_batch_full(self, flow: Flow) -> bool:
+        """Grants ride on ACKs in batches of ``ack_every`` cells, like the cells they answer:
+        on a link whose rate counts packets, a grant per cell would cost as much of the line as
+        the data it grants."""
+        assert self.granter is not None
+        return self.granter.flows[flow.key].granted - flow.grant_sent >= self.cfg.ack_every
+
+    def _grant_holdoff(self) -> float:
+        """A part batch still goes after this long: with N flows sharing the downlink a flow
+        earns ``ack_every`` grants in about N ACK delays."""
+        assert self.granter is not None
+        return self.cfg.ack_delay_s * max(1, len(self.granter.flows))
 
     def next_deadline(self, now: float) -> float | None:
         """The earliest time ``tick`` has something to do (an ACK delay, a NAK hold-off or a
@@ -255,7 +271,8 @@ class Receiver:
                 else:
                     at(max(flow.gap_since, flow.last_nak) + cfg.nak_holdoff_s)
             if flow.grant_dirty:
-                at(flow.last_ack + cfg.ack_delay_s / 4)
+                at(now if self._grant_batch_full(flow)
+                   else flow.last_ack + self._grant_holdoff())
         granter = self.granter
         if granter is not None and granter.flows:
             if granter.stamp is None:

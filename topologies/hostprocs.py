@@ -22,6 +22,12 @@ from hosts.arrivals import mean_gap_s
 from hosts.wire import TELEMETRY_REPORT_PORT
 from topologies.workloads import Step, Transfer
 
+# One ACK per this many cells. Feedback shares every link with data in the other direction,
+# and on a link whose rate counts packets an ACK costs a cell's slot: with data at 80% of the
+# line (controlplane.fabric_plan), ACKs, grants and CNPs must stay well inside the other 20%
+# (one per 4 cells would fill it exactly, and the fat-tree's queues then grow without bound).
+ACK_EVERY = 8
+
 
 def host_cli() -> list[str]:
     return [sys.executable, "-m", "topologies.cli", "host"]
@@ -144,7 +150,7 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
     for dst, count in sorted(expected.items()):
         spec = topo.hosts[dst]
         argv = [*host_cli(), "recv", "--expect-messages", str(count), "--linger", "1.0",
-                "--ack-every", "4"]
+                "--ack-every", str(ACK_EVERY)]
         for i in range(len(spec.leaves)):
             argv += ["--iface", ifname_of(dst, i)]
         if cc == "credit":
@@ -155,9 +161,10 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
                      "--node-id", str(1000 + hosts_index(topo, dst))]
         rate = host_line_rate(topo, dst)
         scale = time_scale(rate)
-        # Feedback paced to the link's time base: at most one ACK per 4 cell times, and a
+        # Feedback paced to the link's time base: at most one ACK per ACK_EVERY cell times, and a
         # NAK only for a gap older than the reordering spraying can cause.
-        argv += ["--cnp-interval-us", f"{50 * scale:.0f}", "--ack-delay", f"{4 / rate:.4f}",
+        argv += ["--cnp-interval-us", f"{50 * scale:.0f}",
+                 "--ack-delay", f"{ACK_EVERY / rate:.4f}",
                  "--nak-holdoff", f"{timing_args(rate)['sack_holdoff']:.4f}"]
         metrics = out_dir / f"step{index}-recv-{dst}.json"
         argv += ["--metrics", str(metrics)]

@@ -7,6 +7,7 @@ port numbers so the controller's entries and the wires agree.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,10 @@ class FabricNet:
             )
         net.build()
         self.net = net
+        for lk in self.topo.links:
+            for node, port in ((lk.a, lk.a_port), (lk.b, lk.b_port)):
+                if node in self.topo.switches:
+                    _ipv6_off(self.ifname(node, port))
         for host in self.topo.hosts.values():
             node = net.get(self.node_name(host.name))
             for i, intf in enumerate(node.intfList()):
@@ -122,3 +127,10 @@ class FabricNet:
         if self.net is not None:
             self.net.stop()
             self.net = None
+
+
+def _ipv6_off(ifname: str) -> None:
+    """A switch port is a plain interface of this namespace: left to itself the kernel sends
+    IPv6 router solicitations and MLD reports out of it, frames the switch never asked for."""
+    with contextlib.suppress(OSError):  # no IPv6 in this kernel: nothing to silence
+        Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1\n")

@@ -23,7 +23,7 @@ from hosts import wire
 from hosts.cli import parse_host_args, receiver_config, sender_config
 from hosts.receiver import Receiver, ReceiverConfig
 from hosts.sender import Sender, SenderConfig
-from topologies.hostprocs import StepPlan, cell_frame_bytes, host_cli, timing_args
+from topologies.hostprocs import ACK_EVERY, StepPlan, cell_frame_bytes, host_cli, timing_args
 from topologies.sim.engine import Engine
 from topologies.sim.hostsim import Program, SimHost
 
@@ -169,7 +169,7 @@ def _tune_sender(cfg: SenderConfig, rtt: float, cell_s: float) -> None:
 
 def _tune_receiver(cfg: ReceiverConfig, rtt: float, cell_s: float) -> None:
     cfg.cnp_interval_s = wire.CNP_INTERVAL_US * 1e-6
-    cfg.ack_delay_s = 4 * cell_s  # the plan's "4 cell times"
+    cfg.ack_delay_s = ACK_EVERY * cell_s  # the plan's ACK_EVERY cell times
     if cfg.credit_cells_per_s:
         cfg.credit_cells_per_s = 1 / cell_s
     cfg.nak_holdoff_s = max(40 * cell_s, 2 * rtt)

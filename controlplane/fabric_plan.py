@@ -11,6 +11,7 @@ routes and groups that avoid it.
 from __future__ import annotations
 
 import ipaddress
+import math
 import zlib
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -27,18 +28,26 @@ from controlplane.entities import (
 from controlplane.topology import Topology, router_mac
 
 # The wire contract with fabric.p4 and the hosts lives once, in hosts.wire (constants only).
-from hosts.wire import INT_INSTRUCTIONS, INT_MAX_HOPS, OP_ACK, OP_CNP, TELEMETRY_REPORT_PORT
+from hosts.wire import (
+    ACK_EVERY,
+    INT_INSTRUCTIONS,
+    INT_MAX_HOPS,
+    OP_ACK,
+    OP_CNP,
+    TELEMETRY_REPORT_PORT,
+)
 
 SPRAY_MODE_VALUE = {"ecmp": 0, "spray": 1, "round-robin": 2, "adaptive": 3}
 ADAPTIVE_BUCKETS = 16
 REPORT_SESSION = 100
 FEEDBACK_OPCODES = (OP_ACK, OP_CNP)
 FEEDBACK_PRIORITY = 1
-# A port's line rate is shared by its two queues. Hosts ACK every 4 cells
-# (topologies/hostprocs.py), so a port that carries data one way and the other flows' ACKs
-# needs about 1/5 of its packets for feedback: hosts send data at the rest (data_rate), which
-# is also the rate a message's ideal time is counted at. Where a shared line rate cannot be
-# configured (real BMv2 paces each priority queue on its own), see separately_paced_rates.
+# A port's line rate is shared by its two queues. Hosts ACK every ACK_EVERY cells, so a port
+# that carries data one way and the other flows' ACKs needs about 1/(ACK_EVERY + 1) of its
+# packets for feedback (CNPs and grants ride within that): hosts send data at 80% of the line
+# (data_rate), which leaves feedback its share plus headroom and is also the rate a message's
+# ideal time is counted at. Where a shared line rate cannot be configured (real BMv2 paces
+# each priority queue on its own), see separately_paced_rates.
 FEEDBACK_SHARE = 0.2
 
 
@@ -52,14 +61,16 @@ def queue_shares(line_pps: int) -> dict[int, int]:
 
 def separately_paced_rates(line_pps: int) -> dict[int, int]:
     """Packets per second per priority where each priority queue is paced on its own (real
-    BMv2): data its share, feedback the whole line. A fixed feedback share would leave no
-    headroom: ACKs (one per 4 cells at the data share) fill exactly the other fifth, so they
-    queue and the senders' RTT grows tenfold (measured: 2-6% spurious retransmissions). Feedback
-    can use the line only while it has packets, as under p4sim's shared line; the runner checks
-    over the whole window that no link carried more than its rate."""
+    BMv2). Data gets the line less what its ACKs need, not only the hosts' rate: a queue
+    served exactly as fast as its senders offer (sprayed cells arrive in random bursts) grows
+    like a random walk, where p4sim's shared line lends data whatever feedback leaves unused
+    (measured on the k=4 fat-tree: slowdown p50 2.0x at the hosts' rate). Feedback gets the
+    whole line: it can use it only while it has packets, and the runner checks over the whole
+    window that no link carried more than its rate."""
     if line_pps <= 0:
         return {0: 0, FEEDBACK_PRIORITY: 0}
-    return {0: data_rate(line_pps), FEEDBACK_PRIORITY: line_pps}
+    feedback = math.ceil(line_pps / (ACK_EVERY + 1))
+    return {0: max(data_rate(line_pps), line_pps - feedback), FEEDBACK_PRIORITY: line_pps}
 
 
 def data_rate(line_pps: int) -> int:

@@ -45,6 +45,12 @@ def _cell_frame_bytes(payload: int, int_source: bool) -> int:
     return 14 + 20 + 8 + (16 if int_source else 0) + wire.BTH_LEN + payload + wire.ICRC_LEN
 
 
+def _pps(rate: str) -> float:
+    """The packets per second of a rate given as ``NNNpps`` (0 for one in bits per second)."""
+    text = rate.strip().lower()
+    return float(text[:-3]) if text.endswith("pps") else 0.0
+
+
 def _kv_params(items: list[str]) -> dict[str, object]:
     out: dict[str, object] = {}
     for item in items:
@@ -160,6 +166,7 @@ def sender_config(args: argparse.Namespace) -> SenderConfig:
         drain_s=args.drain, mean_gap_s=args.mean_gap, arrival_seed=args.arrival_seed,
         cc=args.cc, rate_bps=parse_rate(args.rate, frame),
         link_bps=parse_rate(args.link_rate, frame) if args.link_rate else 0.0,
+        link_pps=_pps(args.link_rate),
         cc_params=_kv_params(args.cc_param), int_source=args.int_source, rto_s=args.rto,
         sack_holdoff_s=args.sack_holdoff, port_timeout_s=args.port_timeout,
         port_retry_s=args.port_retry,

@@ -49,6 +49,7 @@ class SenderConfig:
     cc_params: dict[str, object] = field(default_factory=dict)
     int_source: bool = False
     link_bps: float = 0.0  # HPCC's B per hop (0 = rate_bps)
+    link_pps: float = 0.0  # > 0: the links' rate counts packets (emulated links), see _int_hops
     rto_s: float = 0.05
     sack_holdoff_s: float = 0.005
     max_inflight_cells: int = 1024
@@ -293,10 +294,19 @@ class Sender:
             self.malformed += 1
             return None
         link = (self.cfg.link_bps or self.cfg.rate_bps) / 8
+        records = parsed[2]
+        record_len = wire.hop_words(parsed[1]) * 4
         hops = []
-        for rec in parsed[2]:
+        for depth, rec in enumerate(records):
             if None in (rec.node_id, rec.queue_occupancy, rec.tx_bytes, rec.egress_ts):
                 continue
+            if self.cfg.link_pps:
+                # A link that counts packets carries a cell in one slot however many hop
+                # records it has gathered, so its capacity in INT's tx bytes is its rate times
+                # the frame as it left that hop: the source's frame plus one record per hop
+                # so far (the stack lists the newest hop first). Against the source's frame
+                # alone, cells read up to a fifth fuller on a fat-tree's last hops.
+                link = self.cfg.link_pps * (self.frame_len + (len(records) - depth) * record_len)
             hops.append(HopSample(
                 key=(rec.node_id, rec.egress_port or 0),
                 qlen_bytes=rec.queue_occupancy * self.frame_len, tx_bytes=rec.tx_bytes,

@@ -98,6 +98,10 @@ SACK_F_GRANT = 0x02
 SACK_BITMAP_BYTES = 32  # 256 PSNs after the cumulative ACK
 
 CNP_INTERVAL_US = 50.0
+# Receivers ACK every this many cells (and after as many cell times): feedback shares each
+# link with the data of the other direction, and where a link's rate counts packets an ACK
+# costs a cell's slot, so feedback must stay well inside the line left beside data.
+ACK_EVERY = 8
 
 ECN_NOT_ECT = 0
 ECN_ECT1 = 1

@@ -22,11 +22,10 @@ from hosts.arrivals import mean_gap_s
 from hosts.wire import TELEMETRY_REPORT_PORT
 from topologies.workloads import Step, Transfer
 
-# One ACK per this many cells. Feedback shares every link with data in the other direction,
-# and on a link whose rate counts packets an ACK costs a cell's slot: with data at 80% of the
-# line (controlplane.fabric_plan), ACKs, grants and CNPs must stay well inside the other 20%
-# (one per 4 cells would fill it exactly, and the fat-tree's queues then grow without bound).
-ACK_EVERY = 8
+# With data at 80% of the line (controlplane.fabric_plan), ACKs, grants and CNPs must stay
+# well inside the other 20%: one ACK per 4 cells filled it exactly, and the fat-tree's queues
+# then grew without bound.
+ACK_EVERY = wire.ACK_EVERY
 
 
 def host_cli() -> list[str]:
@@ -197,9 +196,13 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
             argv += ["--int-source"]
         if cc == "hpcc":
             # Base RTT: a cell and its ACK across the path, in cell times (8 across the 3
-            # switches of leaf-spine-leaf; a fat-tree's cross-pod path has 5).
+            # switches of leaf-spine-leaf; a fat-tree's cross-pod path has 5). The links' B
+            # is their whole line, which INT's tx bytes are measured against, not the data
+            # share the host sends at: against that, data alone reads u = 1 and HPCC cuts
+            # every flow below its share.
             hops = path_switches(topo, t.src, t.dst)
-            argv += ["--int-source", "--link-rate", f"{rate}pps",
+            line = min(lk.queue.rate_pps for lk in topo.links_of(t.src))
+            argv += ["--int-source", "--link-rate", f"{line}pps",
                      "--cc-param", f"base_rtt_s={8.0 * max(hops, 1) / 3 / rate:.4f}"]
         metrics = out_dir / f"step{index}-send-{t.src}-{t.dst}.json"
         argv += ["--metrics", str(metrics)]

@@ -91,6 +91,11 @@ class FabricNet:
             # host-facing ports; the route is on-link so no gateway address is needed.
             node.cmd(f"ip route add 10.0.0.0/8 dev {first.name} scope link")
             node.cmd("sysctl -q -w net.ipv6.conf.all.disable_ipv6=1")
+            # The host processes claim UDP 4791 (hosts.nic.RocePortClaim), but a cell or ACK
+            # that arrives after a host's last process exited would still draw an ICMP port
+            # unreachable: a limit of one per day per destination (this namespace's own
+            # setting) leaves the kernel silent for the run.
+            node.cmd("sysctl -q -w net.ipv4.icmp_ratelimit=86400000")
         return net
 
     def node_name(self, name: str) -> str:

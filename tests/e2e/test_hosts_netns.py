@@ -71,7 +71,7 @@ class Forwarder:
         self.tx_bytes = 0
         self.stats = {"data_cells": 0, "forwarded_east": 0, "forwarded_west": 0, "dropped": 0,
                       "tail_dropped": 0, "ce_marked": 0, "int_pushed": 0, "delayed": 0,
-                      "max_queue": 0, "port_down": None}
+                      "max_queue": 0, "port_down": None, "icmp": 0}
         self._rr = 0
         self._seq = 0
         self.holding = a.hold > 0
@@ -99,6 +99,8 @@ class Forwarder:
                     frame = bytearray(s.recv(9216))
                 except OSError:
                     continue
+                if len(frame) > 23 and frame[12:14] == b"\x08\x00" and frame[23] == 1:
+                    self.stats["icmp"] += 1
                 if s is self.east:
                     self._to_west(frame)
                 else:
@@ -252,9 +254,11 @@ def _mac(lab, ns: str, ifname: str) -> str:
 def _run_scenario(tmp: Path, *, dual: bool = False, senders: int = 1,
                   fwd_args: tuple[str, ...] = (), send_args: tuple[str, ...] = (),
                   count: int = 4, size: int = 20000, collector: bool = False,
-                  recv_args: tuple[str, ...] = ()) -> dict:
+                  recv_args: tuple[str, ...] = (), ip_stack: bool = False) -> dict:
     """Sender namespace(s) -> forwarder namespace -> receiver namespace; returns the metrics
-    (``send`` is the first sender's; ``sends`` all of them)."""
+    (``send`` is the first sender's; ``sends`` all of them). ``ip_stack``: the first sender's
+    port holds its address, with the receiver's as a permanent neighbour, so that host's
+    kernel sees the ACKs addressed to it and could answer them (as a fabric host's does)."""
     from netlab.hosts import NetLab, wait_until
 
     tmp.mkdir(parents=True, exist_ok=True)
@@ -267,6 +271,11 @@ def _run_scenario(tmp: Path, *, dual: bool = False, senders: int = 1,
                      for k in range(2 if dual else 1)]
             hosts.append((s_ns, [a for a, _ in ports], [b for _, b in ports]))
         west_f = [b for _, _, fports in hosts for b in fports]
+        if ip_stack:
+            s_ns, ports, fports = hosts[0]
+            lab.run(s_ns, ["ip", "addr", "add", "10.0.0.1/24", "dev", ports[0]])
+            lab.run(s_ns, ["ip", "neigh", "add", "10.0.0.100", "lladdr",
+                           _mac(lab, f_ns, fports[0]), "dev", ports[0], "nud", "permanent"])
         f_east, r0 = lab.veth("fe", "r0", ns_a=f_ns, ns_b=r_ns)
         fwd_argv = [PY, str(HERE), "forwarder", "--east", f_east,
                     "--stats", str(tmp / "fwd.json")]
@@ -427,6 +436,18 @@ def test_credit_mode_keeps_the_bottleneck_queue_short(tmp_path: Path) -> None:
     assert granted["recv"]["flows"][0]["grants"] > 0
     # unscheduled cells (16) plus a small grant burst, against a queue that grows without credit
     assert granted["fwd"]["max_queue"] <= 24 < free["fwd"]["max_queue"]
+
+
+def test_host_kernel_does_not_answer_roce_with_icmp(tmp_path: Path) -> None:
+    # The sender's own IP stack receives every ACK addressed to it (beside the AF_PACKET tap).
+    # Without a socket on UDP 4791 it would answer each with an ICMP port unreachable (rate
+    # limited, so a few per second), traffic that then crosses the fabric: on the k=4
+    # fat-tree it was a third of all non-data packets on the core links.
+    out = _run_scenario(tmp_path, ip_stack=True, send_args=("--rate", "2000pps"), count=4,
+                        size=40000)
+    _check_delivery(out, 4, 40000)
+    assert out["fwd"]["forwarded_west"] > 0  # the ACKs did reach the sender
+    assert out["fwd"]["icmp"] == 0, out["fwd"]
 
 
 def test_sigterm_still_writes_metrics(tmp_path: Path) -> None:

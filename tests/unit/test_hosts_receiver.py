@@ -137,3 +137,23 @@ def test_malformed_frames_are_counted_not_fatal(cut: int, noise: bytes, flip: in
         f.assembler.malformed for f in rx.flows.values()) >= 1
     for frame in port.frames_out():  # whatever was answered is itself well formed
         assert parse_roce(frame) is not None
+
+
+def test_credit_grants_ride_on_acks_in_batches_of_ack_every() -> None:
+    # A link whose rate counts packets charges a grant-only ACK a whole cell's slot: one per
+    # granted cell would take as much of the reverse line as the data takes of the forward one.
+    rate = 1000.0  # cells per second the downlink takes, and the sender's pace
+    rx, port = _receiver(ack_every=8, ack_delay_s=8 / rate, credit_cells_per_s=rate,
+                         credit_initial_cells=16)
+    frames = _cells([bytes(PAYLOAD * 200)])
+    t = 0.0
+    for frame in frames[:160]:
+        for k in range(4):  # the receiver's loop ticks a few times per cell
+            rx.tick(t + k / (4 * rate))
+        rx.on_frame(frame, len(frame), t, port)
+        t += 1 / rate
+    grants = [info.grant_psn for op, info in map(_decode, port.frames_out())
+              if op == wire.OP_ACK and info.grant_psn is not None]
+    assert grants[-1] >= 160 + 8  # the grant kept ahead of the cells that arrived
+    # one ACK per 8 cells (each carrying the grant so far), not one per grant
+    assert len(port.frames_out()) <= 160 / 8 + 3, len(port.frames_out())

@@ -162,6 +162,7 @@ def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float,
 
 
 def _tune_sender(cfg: SenderConfig, rtt: float, cell_s: float) -> None:
+    cfg.link_pps = 0.0  # the plan's rates are in packets/s; these links serialize bytes
     cfg.health_interval_s = cfg.rto_s / 4
     cfg.idle_poll_s = cfg.health_interval_s
     cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))

@@ -103,7 +103,9 @@ def test_incast_8_to_1_rate_control_loses_nothing(tmp_path: Path, cc: str):
 
 def test_incast_8_to_1_without_rate_control_drops_and_dcqcn_reacts(tmp_path: Path):
     topo = _topo("leaf-spine-3x3", cc="none")
-    wl = incast(_hosts_on(topo), 8, 48 * 1024, 1, receiver="h9")
+    # 8 x 96 cells against a 256-cell queue drained at 200/s: more than the queue can hold
+    # even if the sender processes start a second apart (48 cells each peaked at 234).
+    wl = incast(_hosts_on(topo), 8, 96 * 1024, 1, receiver="h9")
     m = _run(topo, wl, tmp_path)
     assert m.summary["cells_dropped"] > 0
     # Retransmission still completes every message.

@@ -36,6 +36,7 @@ class ReceiverConfig:
     window: int = 4096
     credit_cells_per_s: float = 0.0  # > 0: receiver-driven credits at this downlink rate
     credit_initial_cells: int = 16
+    credit_window_cells: int = 0  # > 0: at most this many granted cells on their way (credit.py)
     credit_idle_s: float = 0.05  # a flow silent this long gets no more grants
     duration_s: float = 0.0
     expect_messages: int = 0  # stop once this many messages arrived (all flows together)
@@ -90,7 +91,9 @@ class Receiver:
         self.flows: dict[tuple[bytes, int], Flow] = {}
         self.granter = (CreditGranter(CreditParams(cfg.credit_cells_per_s,
                                                    initial_cells=cfg.credit_initial_cells,
-                                                   idle_s=cfg.credit_idle_s))
+                                                   idle_s=cfg.credit_idle_s,
+                                                   window_cells=cfg.credit_window_cells,
+                                                   batch_cells=cfg.ack_every))
                         if cfg.credit_cells_per_s > 0 else None)
         self.not_roce = 0
         self.malformed = 0
@@ -162,16 +165,18 @@ class Receiver:
             if self._report_sock is not None:
                 self._report_int(buf, f)
         seq = flow.reorder.unwrap(f.psn)
-        if self.granter is not None:
-            self.granter.on_cell(flow.key, seq, now)
         dup = flow.reorder.has(seq)
+        if self.granter is not None:
+            self.granter.on_cell(flow.key, seq, now, new=not dup)
         payload = bytes(buf[f.body_off:f.body_end])
         completed = False
-        for _, arrived, (opcode, body, pad) in flow.reorder.push(seq, (f.opcode, payload, f.pad),
+        for done_seq, arrived, (opcode, body, pad) in flow.reorder.push(seq, (f.opcode, payload, f.pad),
                                                                  now):
             msg = flow.assembler.add(opcode, body, pad, arrived, now)
             if msg is not None:
                 completed = True
+                if self.granter is not None:
+                    self.granter.on_message_done(flow.key, done_seq)
                 flow.delivered_messages += 1
                 self.messages_total += 1
                 if len(flow.messages) < self.cfg.keep_records:
@@ -279,8 +284,8 @@ class Receiver:
                 at(now)
             else:
                 rate = granter.params.downlink_cells_per_s
-                idle = max(granter.params.idle_s, 3.0 * len(granter.flows) / rate)
-                if any(now - f.last_arrival <= idle for f in granter.flows.values()):
+                # a full window opens only when a cell arrives, which ticks anyway
+                if granter.window_open() and granter.active(now):
                     at(granter.stamp + max(0.0, 1.0 - granter.tokens) / rate)
         return best
 

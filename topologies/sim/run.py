@@ -53,6 +53,7 @@ class SimConfig:
     target: str = "embedded"  # which compiler makes the BMv2 JSON
     events: list[LinkEvent] = field(default_factory=list)
     progress: bool = True
+    credit_unscheduled: int | None = None  # --credit-unscheduled (None: auto)
 
 
 def _say(cfg: SimConfig, msg: str) -> None:
@@ -201,7 +202,7 @@ class SimRun:
         step = cfg.workload.steps[index]
         out = cfg.run_dir / "hosts"
         plan = plan_step(self.plan_topo, step, index, out, lambda h, i: f"{h}-eth{i}",
-                         cfg.cc, self._qp)
+                         cfg.cc, self._qp, credit_unscheduled=cfg.credit_unscheduled)
         self._qp += len(step.transfers)
         self.steps.append(plan)
         self._step_start = self.engine.now

@@ -155,8 +155,12 @@ def verdicts(r: dict[str, Any]) -> dict[str, Any]:
         v["spray_utilization"] = r["utilization"]["spray"]["goodput_fraction"]
         v["ecmp_utilization"] = r["utilization"]["ecmp"]["goodput_fraction"]
     if "incast" in r:
-        v["lossless_with"] = sorted({key.split("/")[1] for key, x in r["incast"].items()
-                                     if x["cells_dropped"] == 0} - {"none"})
+        # a rate control is lossless when every incast it ran dropped nothing
+        ccs = {key.split("/")[1] for key in r["incast"]}
+        v["lossless_with"] = sorted(
+            cc for cc in ccs - {"none"}
+            if all(x["cells_dropped"] == 0 for key, x in r["incast"].items()
+                   if key.split("/")[1] == cc))
     if "allreduce" in r:
         a, b = (r["allreduce"][m]["step_time_p50_s"] for m in ("spray", "ecmp"))
         v["allreduce_spray_over_ecmp"] = a / b if a and b else None
@@ -183,6 +187,7 @@ def main() -> int:
             return 2
         print(f"[{name}]", flush=True)
         results[name] = SECTIONS[name](args.quick)
+        results.setdefault("measured", {})[name] = time.strftime("%F %H:%M UTC", time.gmtime())
         results["verdicts"] = verdicts(results)
         path.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results["verdicts"], indent=1))

@@ -202,7 +202,8 @@ def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: 
         if s.bit_rate_mode:
             _tune_receiver(cfg, args, rtt, cell_s)
         host = hosts[hp.host]
-        prog = Program(engine, Receiver(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces)))
+        prog = Program(engine, Receiver(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces),
+                                        report_frames=True))
         prog.plan = hp
         host.receiver = prog
         prog.start()

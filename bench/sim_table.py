@@ -49,7 +49,8 @@ def _rows(res: dict[str, Any]) -> list[str]:
                 f"{cc} **{f['cells_dropped']}** / {f['peak_queue']}")
         for n, cells in cases.items():
             out.append(f"| incast {n}, 64 KiB per sender, spray ({_when(res, 'incast')}) | "
-                       f"cells dropped / peak queue (cells of a 484-cell buffer): "
+                       f"cells dropped / peak queue in cells (512 KiB holds 484 cells, fewer with "
+                       f"HPCC's INT): "
                        + ", ".join(cells) + " (goal: zero with rate control) |")
     if "credit" in res:
         c = res["credit"]

@@ -4,15 +4,15 @@ the simulator's speed and the fabric's headline figures, each beside its baselin
     speed        k=8 fat-tree (80 switches, 128 hosts), permutation of 1 MiB per host:
                  events per wall second, wall seconds per simulated millisecond, wall time
                  (goal: under 10 minutes on one core)
-    utilization  k=4 fat-tree permutation, goodput / bottleneck capacity, spray vs ecmp
-                 (goal: >= 95% with spraying)
+    utilization  k=4 fat-tree permutation of 512 KiB per host (and 2 MiB with spray), goodput
+                 / bottleneck capacity, spray vs ecmp (goal: >= 95% with spraying)
     incast       15:1 (k=4) and 63:1 (k=8) incast per rate control: cells dropped and exact peak
                  queue (goal: zero loss with rate control; none is the baseline); credit-rts
                  is credit with --credit-unscheduled 1 (a request to send, a grant window)
     credit       what credit-rts costs beside credit's default: a lone flow of 64 KiB and
                  2 MiB across pods, and the k=4 spray permutation of 512 KiB (FCT slowdown)
-    allreduce    ring all-reduce over the k=4 fat-tree's 16 hosts, every hop leaving its
-                 pod: step time, spray vs ecmp
+    allreduce    ring all-reduce of 4 MiB (and 1 MiB) over the k=4 fat-tree's 16 hosts, every
+                 hop leaving its pod: step time, spray vs ecmp
                  (goal: >= 40% lower with spraying)
 
 Every figure is virtual time, so it does not depend on this machine; only the speed section
@@ -100,6 +100,11 @@ def utilization(quick: bool) -> dict[str, Any]:
         wl = permutation(hs, 128 * 1024 if quick else 512 * 1024, 1,
                          cross_leaf={h: t.hosts[h].leaves[0] for h in hs})
         out[spray] = sim(t, wl, f"util-{spray}")
+    if not quick:  # a longer message: what is left is per cell (ACKs), not the tail's queueing
+        t = fat_tree(4, "spray", "none")
+        hs = hosts_of(t)
+        wl = permutation(hs, 2 << 20, 1, cross_leaf={h: t.hosts[h].leaves[0] for h in hs})
+        out["spray-2MiB"] = sim(t, wl, "util-spray-2MiB")
     return out
 
 
@@ -142,6 +147,9 @@ def allreduce(quick: bool) -> dict[str, Any]:
                            pods_of_leaves(t))
         out[spray] = sim(t, ring_allreduce(ranks, (1 if quick else 4) << 20),
                          f"allreduce-{spray}")
+        if not quick:  # 64 KiB chunks: each step is mostly its idle path's round trip
+            out[f"{spray}-1MiB"] = sim(t, ring_allreduce(ranks, 1 << 20),
+                                       f"allreduce-{spray}-1MiB")
     return out
 
 

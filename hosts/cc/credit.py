@@ -17,6 +17,9 @@ spent while that many are on their way. With ``initial_cells`` = 1 (the first ce
 request to send, as in receiver-driven schemes such as NDP and ExpressPass) the cells in
 flight toward this receiver never exceed ``window_cells`` + 2 per flow (its request and one
 probe), wherever they queue: an incast cannot overflow a buffer larger than that.
+(Retransmissions need no grant and are not counted. When a message completes, the grants its
+sender has not used are withdrawn, so its next message starts with a request again: one round
+trip per message.)
 """
 
 from __future__ import annotations

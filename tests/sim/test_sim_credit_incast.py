@@ -48,3 +48,12 @@ def test_credit_unscheduled_rejects_zero_in_one_line(tmp_path: Path, capsys) -> 
                      "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--credit-unscheduled '0'" in err
+
+
+def test_the_same_holds_at_the_emulations_settings(tmp_path: Path) -> None:
+    # `--link-rate topology`: fat-tree.yaml's 64-packet queues, as `cellfabric run` has them.
+    # The plan's round trip across 5 switches is 8 cell times per 3 switches (13.3, so 14),
+    # the window 14 + 2 batches of 8 = 30, plus a request and a probe per sender: 60 < 64.
+    s = _summary(tmp_path, ["--credit-unscheduled", "1", "--link-rate", "topology"])
+    assert s["messages_completed"] == 15 and s["cells_dropped"] == 0
+    assert s["peak_queue_depth"] <= 14 + 2 * 8 + 15 * 2

@@ -14,6 +14,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from sim_table import SIM_END, SIM_START, sim_section  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
 README = ROOT / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -180,6 +184,12 @@ def component_section() -> list[str]:
     return out
 
 
+def _replace(text: str, start: str, end: str, body: list[str]) -> str:
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return head + start + "\n" + "\n".join(body) + "\n" + end + tail
+
+
 def main() -> int:
     fabric = RESULTS / "fabric.json"
     body: list[str] = []
@@ -199,9 +209,11 @@ def main() -> int:
     if START not in text or END not in text:
         print("make_table: README has no bench markers", file=sys.stderr)
         return 1
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    README.write_text(head + START + "\n" + "\n".join(body) + "\n" + END + tail)
+    text = _replace(text, START, END, body)
+    sim = RESULTS / "sim.json"
+    if sim.exists() and SIM_START in text and SIM_END in text:
+        text = _replace(text, SIM_START, SIM_END, sim_section(json.loads(sim.read_text())))
+    README.write_text(text)
     print(f"make_table: README results section rewritten ({len(body)} lines)")
     return 0
 

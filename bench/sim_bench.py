@@ -4,17 +4,21 @@ the simulator's speed and the fabric's headline figures, each beside its baselin
     speed        k=8 fat-tree (80 switches, 128 hosts), permutation of 1 MiB per host:
                  events per wall second, wall seconds per simulated millisecond, wall time
                  (goal: under 10 minutes on one core)
-    utilization  k=4 fat-tree permutation, goodput / bottleneck capacity, spray vs ecmp
-                 (goal: >= 95% with spraying)
+    utilization  k=4 fat-tree permutation of 512 KiB per host (and 2 MiB with spray), goodput
+                 / bottleneck capacity, spray vs ecmp (goal: >= 95% with spraying)
     incast       15:1 (k=4) and 63:1 (k=8) incast per rate control: cells dropped and exact peak
-                 queue (goal: zero loss with rate control; none is the baseline)
-    allreduce    ring all-reduce over the k=4 fat-tree's 16 hosts, every hop leaving its
-                 pod: step time, spray vs ecmp
+                 queue (goal: zero loss with rate control; none is the baseline); credit-rts
+                 is credit with --credit-unscheduled 1 (a request to send, a grant window)
+    credit       what credit-rts costs beside credit's default: a lone flow of 64 KiB and
+                 2 MiB across pods, and the k=4 spray permutation of 512 KiB (FCT slowdown)
+    allreduce    ring all-reduce of 4 MiB (and 1 MiB) over the k=4 fat-tree's 16 hosts, every
+                 hop leaving its pod: step time, spray vs ecmp
                  (goal: >= 40% lower with spraying)
 
 Every figure is virtual time, so it does not depend on this machine; only the speed section
 is wall-clock. Writes bench/results/sim.json. Usage:
-    python bench/sim_bench.py [--quick] [--only speed,utilization,incast,allreduce] [--out F]
+    python bench/sim_bench.py [--quick] [--only speed,utilization,incast,credit,allreduce]
+                              [--out F]
 """
 
 from __future__ import annotations
@@ -40,12 +44,18 @@ from topologies.workloads import incast, permutation, ring_allreduce, ring_order
 
 SETTINGS = SimSettings(link_rate_bps=100_000_000_000, hop_delay_ns=1000,
                        buffer_bytes=512 * 1024, seed=1, scale_ecn=True)
-CCS = ["none", "dcqcn", "hpcc", "credit"]
+CCS = ["none", "dcqcn", "hpcc", "credit", "credit-rts"]
+RTS_CELLS = 1  # credit-rts: --credit-unscheduled 1
+
+
+def cc_of(name: str) -> tuple[str, int | None]:
+    """A bench rate-control name -> (--cc, --credit-unscheduled)."""
+    return ("credit", RTS_CELLS) if name == "credit-rts" else (name, None)
 
 
 def fat_tree(k: int, spray: str, cc: str):
     t = generate(f"fat-tree:k={k}")
-    t.fabric = replace(t.fabric, spray=spray, cc=cc)
+    t.fabric = replace(t.fabric, spray=spray, cc=cc_of(cc)[0])
     return t
 
 
@@ -53,15 +63,18 @@ def hosts_of(t) -> list[str]:
     return sorted(t.hosts, key=lambda h: int("".join(c for c in h if c.isdigit()) or 0))
 
 
-def sim(t, workload, tag: str, progress: bool = False) -> dict[str, Any]:
+def sim(t, workload, tag: str, progress: bool = False,
+        unscheduled: int | None = None) -> dict[str, Any]:
     run_dir = ROOT / "results" / "sim-bench" / tag  # run folders: not part of the results
     cfg = SimConfig(topo=t, workload=workload, cc=t.fabric.cc, run_dir=run_dir,
-                    settings=SETTINGS, progress=progress)
+                    settings=SETTINGS, progress=progress, credit_unscheduled=unscheduled)
     m, _ = execute_sim(cfg)
     s, simfig, wall = m.summary, m.run["sim"], m.run["wall_clock"]
     out = {"messages": f"{s['messages_completed']}/{s['messages_total']}",
            "goodput_fraction": goodput_fraction(m), "cells_dropped": s["cells_dropped"],
            "peak_queue": s["peak_queue_depth"], "slowdown_p50": s["slowdown_p50"],
+           "slowdown_p99": s["slowdown_p99"], "fct_p50_s": s["fct_p50_s"],
+           "retransmitted_cells": s["retransmitted_cells"],
            "step_time_p50_s": s.get("step_time_p50_s"), "virtual_s": simfig["virtual_time_s"],
            "events": simfig["events"], "packets": simfig["packets"],
            "wall_s": wall["wall_s"], "events_per_wall_s": wall["events_per_wall_s"],
@@ -87,6 +100,11 @@ def utilization(quick: bool) -> dict[str, Any]:
         wl = permutation(hs, 128 * 1024 if quick else 512 * 1024, 1,
                          cross_leaf={h: t.hosts[h].leaves[0] for h in hs})
         out[spray] = sim(t, wl, f"util-{spray}")
+    if not quick:  # a longer message: what is left is per cell (ACKs), not the tail's queueing
+        t = fat_tree(4, "spray", "none")
+        hs = hosts_of(t)
+        wl = permutation(hs, 2 << 20, 1, cross_leaf={h: t.hosts[h].leaves[0] for h in hs})
+        out["spray-2MiB"] = sim(t, wl, "util-spray-2MiB")
     return out
 
 
@@ -97,7 +115,25 @@ def incasts(quick: bool) -> dict[str, Any]:
         for cc in CCS:
             t = fat_tree(k, "spray", cc)
             hs = hosts_of(t)
-            out[f"{n}:1/{cc}"] = sim(t, incast(hs, n, 64 * 1024, 1), f"incast{n}-{cc}")
+            out[f"{n}:1/{cc}"] = sim(t, incast(hs, n, 64 * 1024, 1), f"incast{n}-{cc}",
+                                     unscheduled=cc_of(cc)[1])
+    return out
+
+
+def credit_cost(quick: bool) -> dict[str, Any]:
+    """credit vs credit-rts where nothing is congested: the round trip a request costs."""
+    out: dict[str, Any] = {}
+    for cc in ("credit", "credit-rts"):
+        t = fat_tree(4, "spray", cc)
+        hs = hosts_of(t)
+        for size in (64 * 1024, 2 << 20):  # incast of one: h1 alone to the last pod's h16
+            out[f"lone-{size // 1024}KiB/{cc}"] = sim(t, incast(hs, 1, size, 1),
+                                                      f"lone{size}-{cc}",
+                                                      unscheduled=cc_of(cc)[1])
+        size = 128 * 1024 if quick else 512 * 1024
+        wl = permutation(hs, size, 1, cross_leaf={h: t.hosts[h].leaves[0] for h in hs})
+        out[f"permutation-{size // 1024}KiB/{cc}"] = sim(t, wl, f"perm-{cc}",
+                                                         unscheduled=cc_of(cc)[1])
     return out
 
 
@@ -111,11 +147,14 @@ def allreduce(quick: bool) -> dict[str, Any]:
                            pods_of_leaves(t))
         out[spray] = sim(t, ring_allreduce(ranks, (1 if quick else 4) << 20),
                          f"allreduce-{spray}")
+        if not quick:  # 64 KiB chunks: each step is mostly its idle path's round trip
+            out[f"{spray}-1MiB"] = sim(t, ring_allreduce(ranks, 1 << 20),
+                                       f"allreduce-{spray}-1MiB")
     return out
 
 
 SECTIONS = {"speed": speed, "utilization": utilization, "incast": incasts,
-            "allreduce": allreduce}
+            "credit": credit_cost, "allreduce": allreduce}
 
 
 def verdicts(r: dict[str, Any]) -> dict[str, Any]:
@@ -124,8 +163,12 @@ def verdicts(r: dict[str, Any]) -> dict[str, Any]:
         v["spray_utilization"] = r["utilization"]["spray"]["goodput_fraction"]
         v["ecmp_utilization"] = r["utilization"]["ecmp"]["goodput_fraction"]
     if "incast" in r:
-        v["lossless_with"] = sorted({key.split("/")[1] for key, x in r["incast"].items()
-                                     if x["cells_dropped"] == 0} - {"none"})
+        # a rate control is lossless when every incast it ran dropped nothing
+        ccs = {key.split("/")[1] for key in r["incast"]}
+        v["lossless_with"] = sorted(
+            cc for cc in ccs - {"none"}
+            if all(x["cells_dropped"] == 0 for key, x in r["incast"].items()
+                   if key.split("/")[1] == cc))
     if "allreduce" in r:
         a, b = (r["allreduce"][m]["step_time_p50_s"] for m in ("spray", "ecmp"))
         v["allreduce_spray_over_ecmp"] = a / b if a and b else None
@@ -152,6 +195,7 @@ def main() -> int:
             return 2
         print(f"[{name}]", flush=True)
         results[name] = SECTIONS[name](args.quick)
+        results.setdefault("measured", {})[name] = time.strftime("%F %H:%M UTC", time.gmtime())
         results["verdicts"] = verdicts(results)
         path.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results["verdicts"], indent=1))

@@ -123,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max-inflight", type=int, default=1024)
     s.add_argument("--credit-probe", type=float, default=0.1,
                    help="credit mode: seconds without a grant before one probe cell goes")
+    s.add_argument("--credit-initial", type=int, default=None, metavar="CELLS",
+                   help="credit mode: unscheduled cells a flow sends before its first grant "
+                        "(default 16; 1 = the first cell is only a request to send); the "
+                        "receiver must be given the same")
     s.add_argument("--sport", type=int, default=49152)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--start-psn", type=int, default=0, help="first PSN (both ends must agree)")
@@ -137,6 +141,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--cnp-interval-us", type=float, default=wire.CNP_INTERVAL_US)
     r.add_argument("--window", type=int, default=4096)
     r.add_argument("--credit-rate", default="0", help="grant cells at this rate (cells/s); 0=off")
+    r.add_argument("--credit-initial", type=int, default=None, metavar="CELLS",
+                   help="unscheduled cells each sender starts with (default 16; as the senders')")
+    r.add_argument("--credit-window", type=int, default=0, metavar="CELLS",
+                   help="at most this many granted cells on their way to this host, all flows "
+                        "together (0 = no cap)")
     r.add_argument("--duration", type=float, default=0.0)
     r.add_argument("--expect-messages", type=int, default=0)
     r.add_argument("--linger", type=float, default=0.5)
@@ -173,6 +182,8 @@ def sender_config(args: argparse.Namespace) -> SenderConfig:
         max_inflight_cells=args.max_inflight, sport=args.sport, seed=args.seed,
         credit_probe_s=args.credit_probe,
         start_psn=_psn(args.start_psn))
+    if args.credit_initial is not None:
+        cfg.credit_initial_cells = _credit_initial(args.credit_initial)
     _default_cc_params(cfg.cc, cfg.cc_params, cfg.rate_bps, frame, args.time_scale)
     return cfg
 
@@ -188,13 +199,25 @@ def receiver_config(args: argparse.Namespace) -> ReceiverConfig:
             raise ValueError(f"--collector '{args.collector}': expected HOST:PORT")
         collector = (host, int(port))
     credit = float(args.credit_rate.removesuffix("pps") or 0)
-    return ReceiverConfig(
+    if args.credit_window < 0:
+        raise ValueError(f"--credit-window {args.credit_window}: expected cells >= 0")
+    cfg = ReceiverConfig(
         ifaces=args.iface, ack_every=args.ack_every, ack_delay_s=args.ack_delay,
         nak_holdoff_s=args.nak_holdoff,
         cnp_interval_s=args.cnp_interval_us * 1e-6, window=args.window,
         credit_cells_per_s=credit, duration_s=args.duration,
         expect_messages=args.expect_messages, linger_s=args.linger, collector=collector,
-        node_id=args.node_id, start_psn=_psn(args.start_psn))
+        node_id=args.node_id, start_psn=_psn(args.start_psn),
+        credit_window_cells=args.credit_window)
+    if args.credit_initial is not None:
+        cfg.credit_initial_cells = _credit_initial(args.credit_initial)
+    return cfg
+
+
+def _credit_initial(cells: int) -> int:
+    if cells < 1:  # a receiver learns of a flow from its first cell
+        raise ValueError(f"--credit-initial {cells}: expected cells >= 1")
+    return cells
 
 
 def parse_host_args(argv: list[str]) -> argparse.Namespace:

@@ -129,7 +129,8 @@ def _finish(agg: dict[str, Any], link_bps: float) -> dict[str, Any]:
 
 class Collector:
     def __init__(self, bind: str, port: int, records_path: Path, link_bps: float = 0.0,
-                 duration_s: float = 0.0) -> None:
+                 duration_s: float = 0.0, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock  # stamps each record ("t"): a simulator's is virtual
         self.addr = (bind, port)
         self.records_path = records_path
         self.link_bps = link_bps
@@ -169,7 +170,7 @@ class Collector:
             self.malformed += 1
             return
         self.reports += 1
-        now = time.time()
+        now = self.clock()
         for rec in recs:
             rec["t"] = now
             if out is not None:

@@ -36,6 +36,7 @@ class ReceiverConfig:
     window: int = 4096
     credit_cells_per_s: float = 0.0  # > 0: receiver-driven credits at this downlink rate
     credit_initial_cells: int = 16
+    credit_window_cells: int = 0  # > 0: at most this many granted cells on their way (credit.py)
     credit_idle_s: float = 0.05  # a flow silent this long gets no more grants
     duration_s: float = 0.0
     expect_messages: int = 0  # stop once this many messages arrived (all flows together)
@@ -80,7 +81,10 @@ class Receiver:
     simulator calls ``on_frame`` per frame and ``tick`` at ``next_deadline``."""
 
     def __init__(self, cfg: ReceiverConfig, clock: Callable[[], float] = time.monotonic,
-                 ports: list[NicPort] | None = None) -> None:
+                 ports: list[NicPort] | None = None, report_frames: bool = False) -> None:
+        """``report_frames``: Telemetry Reports leave as UDP frames of the NIC port the cell
+        came in on, to its next hop (a simulator's hosts have no kernel socket to send them
+        through); otherwise through a UDP socket, routed by the host's kernel."""
         if not cfg.ifaces:
             raise ValueError("--iface: need at least one interface")
         self.cfg = cfg
@@ -90,7 +94,9 @@ class Receiver:
         self.flows: dict[tuple[bytes, int], Flow] = {}
         self.granter = (CreditGranter(CreditParams(cfg.credit_cells_per_s,
                                                    initial_cells=cfg.credit_initial_cells,
-                                                   idle_s=cfg.credit_idle_s))
+                                                   idle_s=cfg.credit_idle_s,
+                                                   window_cells=cfg.credit_window_cells,
+                                                   batch_cells=cfg.ack_every))
                         if cfg.credit_cells_per_s > 0 else None)
         self.not_roce = 0
         self.malformed = 0
@@ -98,11 +104,13 @@ class Receiver:
         self.reports_sent = 0
         self._report_seq = 0
         self._report_sock: socket.socket | None = None
+        self._report_frames = report_frames and cfg.collector is not None
+        self._report_framers: dict[tuple[int, bytes], UdpFramer] = {}
 
     def open(self) -> None:
         for port in self.ports:
             port.open()
-        if self.cfg.collector:
+        if self.cfg.collector and not self._report_frames:
             self._report_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 
     def close(self) -> None:
@@ -159,19 +167,21 @@ class Receiver:
         if f.int_block is not None:
             flow.int_cells += 1
             flow.int_block = f.int_block
-            if self._report_sock is not None:
-                self._report_int(buf, f)
+            if self._report_sock is not None or self._report_frames:
+                self._report_int(buf, f, flow.port)
         seq = flow.reorder.unwrap(f.psn)
-        if self.granter is not None:
-            self.granter.on_cell(flow.key, seq, now)
         dup = flow.reorder.has(seq)
+        if self.granter is not None:
+            self.granter.on_cell(flow.key, seq, now, new=not dup)
         payload = bytes(buf[f.body_off:f.body_end])
         completed = False
-        for _, arrived, (opcode, body, pad) in flow.reorder.push(seq, (f.opcode, payload, f.pad),
+        for done_seq, arrived, (opcode, body, pad) in flow.reorder.push(seq, (f.opcode, payload, f.pad),
                                                                  now):
             msg = flow.assembler.add(opcode, body, pad, arrived, now)
             if msg is not None:
                 completed = True
+                if self.granter is not None:
+                    self.granter.on_message_done(flow.key, done_seq)
                 flow.delivered_messages += 1
                 self.messages_total += 1
                 if len(flow.messages) < self.cfg.keep_records:
@@ -279,12 +289,12 @@ class Receiver:
                 at(now)
             else:
                 rate = granter.params.downlink_cells_per_s
-                idle = max(granter.params.idle_s, 3.0 * len(granter.flows) / rate)
-                if any(now - f.last_arrival <= idle for f in granter.flows.values()):
+                # a full window opens only when a cell arrives, which ticks anyway
+                if granter.window_open() and granter.active(now):
                     at(granter.stamp + max(0.0, 1.0 - granter.tokens) / rate)
         return best
 
-    def _report_int(self, buf: bytearray, f: RoceFrame) -> None:
+    def _report_int(self, buf: bytearray, f: RoceFrame, port: NicPort) -> None:
         """Host-sink INT: a Telemetry Report v2.0 carrying the frame's headers and INT stack."""
         head = bytes(buf[:f.body_off])
         head += bytes(-len(head) % 4)
@@ -293,11 +303,27 @@ class Receiver:
         # Report Length counts the words after the first: RepMdBits..DSMdstatus (2) + packet.
         report_len = min(0xFF, 2 + len(head) // 4)
         report = struct.pack("!BBBBHHHH", (1 << 4) | 3, report_len, 0, 0x20, 0, 0, 0, 0)
+        if self._report_frames:
+            if port.send(self._report_framer(f, port).frame(group + report + head)):
+                self.reports_sent += 1
+            return
         try:
             self._report_sock.sendto(group + report + head, self.cfg.collector)
             self.reports_sent += 1
         except OSError:
             pass
+
+    def _report_framer(self, f: RoceFrame, port: NicPort) -> UdpFramer:
+        """From this host's address to the collector's, via the cell's last hop (its router)."""
+        key = (port.index, f.src_mac)
+        framer = self._report_framers.get(key)
+        if framer is None:
+            assert self.cfg.collector is not None
+            host, udp_port = self.cfg.collector
+            framer = UdpFramer(port.mac, _mac_str(f.src_mac), socket.inet_ntoa(f.dst_ip),
+                               host, wire.TELEMETRY_REPORT_PORT, udp_port)
+            self._report_framers[key] = framer
+        return framer
 
     # -- results ---------------------------------------------------------------------------------
     def metrics(self, elapsed: float) -> dict[str, object]:

@@ -138,9 +138,18 @@ def hosts_index(topo: Topology, host: str) -> int:
     return list(topo.hosts).index(host) + 1
 
 
+def credit_window_cells(rtt_cells: float) -> int:
+    """A receiver's cap on granted cells in flight (``--credit-unscheduled CELLS``): a round
+    trip of them keeps its downlink busy, and two grant batches more cover a batch being
+    filled while the one before it is on its way."""
+    return math.ceil(rtt_cells) + 2 * ACK_EVERY
+
+
 def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
-              cc: str, qp_base: int) -> StepPlan:
-    """``ifname_of(host, nic_index)`` gives the Mininet interface name of a host's NIC."""
+              cc: str, qp_base: int, credit_unscheduled: int | None = None) -> StepPlan:
+    """``ifname_of(host, nic_index)`` gives the Mininet interface name of a host's NIC.
+    ``credit_unscheduled``: cells each credit flow sends before its first grant, with
+    receivers capping granted cells in flight (None: the hosts' defaults, no cap)."""
     plan = StepPlan(index)
     fab = topo.fabric
     expected: dict[str, int] = {}
@@ -154,6 +163,12 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
             argv += ["--iface", ifname_of(dst, i)]
         if cc == "credit":
             argv += ["--credit-rate", str(host_line_rate(topo, dst))]
+            if credit_unscheduled is not None:
+                # a round trip in cell times, as HPCC's base RTT below: 8 per 3 switches
+                hops = max(path_switches(topo, t.src, dst) for t in step.transfers
+                           if t.dst == dst)
+                argv += ["--credit-initial", str(credit_unscheduled), "--credit-window",
+                         str(credit_window_cells(8.0 * max(hops, 1) / 3))]
         if host_reports(topo):
             collector = topo.hosts[str(fab.int.collector)]
             argv += ["--collector", f"{collector.ip}:{TELEMETRY_REPORT_PORT}",
@@ -190,6 +205,8 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
             sharing = sum(1 for x in step.transfers if x.dst == t.dst)
             rate_dst = host_line_rate(topo, t.dst)
             argv += ["--credit-probe", f"{max(0.1, 4.0 * sharing / rate_dst):.3f}"]
+            if credit_unscheduled is not None:
+                argv += ["--credit-initial", str(credit_unscheduled)]
         if cc in ("dcqcn", "hpcc"):
             argv += ["--time-scale", f"{time_scale(rate):.1f}"]
         if cc != "hpcc" and host_reports(topo):

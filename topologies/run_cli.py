@@ -88,8 +88,27 @@ def add_workload_options(ap: argparse.ArgumentParser) -> None:
                          "process (permutation, all-to-all; default: back to back)")
     ap.add_argument("--fail", action="append", default=[], metavar="LINK|SWITCH@T[:T_UP]",
                     help=FAIL_HELP)
+    ap.add_argument("--credit-unscheduled", default="auto", metavar="auto|CELLS",
+                    help="--cc credit: cells a flow sends before its first grant. 'auto' "
+                         "(default): 16, and in `sim` at bit rates one base round trip of "
+                         "cells (no round trip lost, but an incast's senders start together). "
+                         "A number (1: the first cell is only a request to send) also caps "
+                         "the granted cells on their way to each receiver at about one round "
+                         "trip, so cells in flight toward it never exceed that cap plus "
+                         "CELLS + 1 per sender: lossless incast, one round trip per message")
     ap.add_argument("--results", default="results", help="results folder (default results/)")
     ap.add_argument("--seed", type=int, default=1)
+
+
+def parse_credit_unscheduled(text: str) -> int | None:
+    """'auto' -> None; '1', '4' -> cells (at least 1: a receiver learns of a flow from its
+    first cell)."""
+    if text.strip() == "auto":
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"--credit-unscheduled '{text}': expected 'auto' or a number of "
+                         "cells >= 1")
+    return int(text)
 
 
 def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list]:
@@ -142,7 +161,8 @@ def run_main(argv: list[str]) -> int:
         cfg = RunConfig(topo=topo, target=target, workload=workload, cc=topo.fabric.cc,
                         run_dir=run_dir, events=events, pcap=args.pcap,
                         switch_log=args.switch_log,
-                        step_timeout_s=args.step_timeout)
+                        step_timeout_s=args.step_timeout,
+                        credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled))
         metrics, path = execute(cfg)
     except (TopologyError, WorkloadError, ToolchainError, ValueError, RunError,
             ControlPlaneError) as exc:

@@ -73,6 +73,7 @@ class RunConfig:
     switch_log: bool = False  # per-packet switch logs (opt-in: they slow BMv2 down 20-36x)
     step_timeout_s: float = 120.0
     progress: bool = True
+    credit_unscheduled: int | None = None  # --credit-unscheduled (None: auto)
 
 
 def _say(msg: str) -> None:
@@ -156,7 +157,8 @@ class FabricRun:
         try:
             qp = 1
             for i, step in enumerate(cfg.workload.steps):
-                plan = plan_step(self.topo, step, i, out, self.fnet.host_ifname, cfg.cc, qp)
+                plan = plan_step(self.topo, step, i, out, self.fnet.host_ifname, cfg.cc, qp,
+                                 credit_unscheduled=cfg.credit_unscheduled)
                 qp += len(step.transfers)
                 self.steps.append(plan)
                 start = time.time()

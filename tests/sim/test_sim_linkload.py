@@ -71,14 +71,14 @@ def test_bit_rate_link_load_is_its_wire_time_over_the_window(tmp_path: Path) -> 
 
 def test_a_generated_three_tier_run_reports_no_link_above_its_rate(tmp_path: Path) -> None:
     # Without rate control ECMP keeps some core links busy from the first cell to the last,
-    # which read 100.05% before the window included the last packet's slot.
+    # which read 100.05% before the window included the last packet's slot. (Seed 3: since
+    # main's b136d57 (hosts ACK every 8 cells, ...) seed 1 keeps no link busy throughout: 96.4%.)
     assert sim_main(["clos:pods=2,leaves=2,aggs=2,cores=2,hosts=2", "--workload",
                      "permutation", "--link-rate", "topology", "--cc", "none", "--spray",
-                     "ecmp", "--quiet", "--results", str(tmp_path)]) == 0
+                     "ecmp", "--seed", "3", "--quiet", "--results", str(tmp_path)]) == 0
     (run_dir,) = list(tmp_path.iterdir())
     acct = json.loads((run_dir / "metrics.json").read_text())["summary"]["link_accounting"]
     offered = [d["offered"] for d in acct["directions"].values()]
     assert max(offered) <= 1.0
-    # the scenario does drive a link near its rate (the exact boundary is the test above)
-    assert max(offered) >= 0.9
+    assert max(offered) >= 0.99  # the scenario does drive a link at its rate
     assert acct["max_offered"] == max(offered)

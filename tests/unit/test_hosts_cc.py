@@ -169,6 +169,39 @@ def test_credit_granter_shares_the_downlink_rate() -> None:
     assert g.flows["a"].granted == 4 + 5 and g.flows["b"].granted == 4 + 5
 
 
+def _windowed(window: int, batch: int = 1) -> credit.CreditGranter:
+    return credit.CreditGranter(credit.CreditParams(
+        downlink_cells_per_s=1000, initial_cells=1, burst_cells=1000, window_cells=window,
+        batch_cells=batch, idle_s=1.0))
+
+
+def test_credit_window_caps_granted_cells_not_yet_arrived() -> None:
+    g = _windowed(window=6)
+    for key in "abc":
+        g.on_cell(key, 0, 0.0)  # each flow's request: nothing more is on its way
+    g.tick(0.0)
+    g.tick(0.1)  # 100 tokens earned, but only 6 cells may be on their way
+    assert sum(f.granted - 1 for f in g.flows.values()) == 6
+    assert not g.window_open()
+    g.on_cell("a", 1, 0.1)  # one granted cell arrives: one more grant, no more
+    g.tick(0.1005)
+    assert sum(f.granted - 1 for f in g.flows.values()) == 7
+
+
+def test_credit_window_hands_out_whole_batches_and_forgets_finished_flows() -> None:
+    g = _windowed(window=8, batch=4)
+    g.on_cell("a", 0, 0.0)
+    g.on_cell("b", 0, 0.0)
+    g.tick(0.0)
+    g.tick(0.1)
+    # 4 + 4, not 8 part batches of 1 that no ACK would carry
+    assert (g.flows["a"].granted, g.flows["b"].granted) == (5, 5)
+    g.on_message_done("a", 0)  # a's message was its one cell: its 4 grants go back
+    assert g.flows["a"].granted == 2 and g.window_open()
+    g.tick(0.2)
+    assert g.flows["a"].granted == 2 and g.flows["b"].granted == 9  # only b still wants cells
+
+
 def test_token_bucket_paces_to_rate() -> None:
     tb = TokenBucket(rate_bps=8000, burst_bytes=1000)  # 1000 bytes/s
     assert tb.wait_time(0.0, 1000) == 0.0

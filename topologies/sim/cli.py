@@ -84,7 +84,7 @@ def sim_main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         from netlab.targets import resolve_target
-        from topologies.run_cli import prepare_workload
+        from topologies.run_cli import parse_credit_unscheduled, prepare_workload
         from topologies.sim.hostplan import SimSettings
         from topologies.sim.run import SimConfig, execute_sim, format_sim_summary, run_name
 
@@ -97,7 +97,8 @@ def sim_main(argv: list[str]) -> int:
         topo, workload, events = prepare_workload(args)
         cfg = SimConfig(topo=topo, workload=workload, cc=topo.fabric.cc, run_dir=Path("."),
                         settings=settings, target=resolve_target(args.target), events=events,
-                        progress=not args.quiet)
+                        progress=not args.quiet,
+                        credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled))
         cfg.run_dir = Path(args.results) / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_name(cfg)}"
         metrics, path = execute_sim(cfg)
     except (TopologyError, WorkloadError, ToolchainError, ValueError,

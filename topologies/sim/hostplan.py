@@ -23,7 +23,14 @@ from hosts import wire
 from hosts.cli import parse_host_args, receiver_config, sender_config
 from hosts.receiver import Receiver, ReceiverConfig
 from hosts.sender import Sender, SenderConfig
-from topologies.hostprocs import ACK_EVERY, StepPlan, cell_frame_bytes, host_cli, timing_args
+from topologies.hostprocs import (
+    ACK_EVERY,
+    StepPlan,
+    cell_frame_bytes,
+    credit_window_cells,
+    host_cli,
+    timing_args,
+)
 from topologies.sim.engine import Engine
 from topologies.sim.hostsim import Program, SimHost
 
@@ -161,20 +168,26 @@ def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float,
     args.credit_probe = max(4 * rtt, 64 * cell_s)
 
 
-def _tune_sender(cfg: SenderConfig, rtt: float, cell_s: float) -> None:
+def _tune_sender(cfg: SenderConfig, args: argparse.Namespace, rtt: float,
+                 cell_s: float) -> None:
     cfg.link_pps = 0.0  # the plan's rates are in packets/s; these links serialize bytes
     cfg.health_interval_s = cfg.rto_s / 4
     cfg.idle_poll_s = cfg.health_interval_s
-    cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
+    if args.credit_initial is None:  # --credit-unscheduled auto: a round trip of cells
+        cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
 
 
-def _tune_receiver(cfg: ReceiverConfig, rtt: float, cell_s: float) -> None:
+def _tune_receiver(cfg: ReceiverConfig, args: argparse.Namespace, rtt: float,
+                   cell_s: float) -> None:
     cfg.cnp_interval_s = wire.CNP_INTERVAL_US * 1e-6
     cfg.ack_delay_s = ACK_EVERY * cell_s  # the plan's ACK_EVERY cell times
     if cfg.credit_cells_per_s:
         cfg.credit_cells_per_s = 1 / cell_s
     cfg.nak_holdoff_s = max(40 * cell_s, 2 * rtt)
-    cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
+    if args.credit_initial is None:
+        cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
+    if cfg.credit_window_cells:  # the fabric's real round trip, not the plan's estimate
+        cfg.credit_window_cells = credit_window_cells(rtt / cell_s)
     cfg.credit_idle_s = 8 * rtt
 
 
@@ -185,11 +198,13 @@ def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: 
     rtt = base_rtt_s(topo, s, cc) if s.bit_rate_mode else 0.0
     cell_s = cell_frame_bytes(topo, cc) * 8 / s.link_rate_bps if s.bit_rate_mode else 0.0
     for hp in plan.receivers:
-        cfg = receiver_config(parse_host_args(hp.argv[skip:]))
+        args = parse_host_args(hp.argv[skip:])
+        cfg = receiver_config(args)
         if s.bit_rate_mode:
-            _tune_receiver(cfg, rtt, cell_s)
+            _tune_receiver(cfg, args, rtt, cell_s)
         host = hosts[hp.host]
-        prog = Program(engine, Receiver(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces)))
+        prog = Program(engine, Receiver(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces),
+                                        report_frames=True))
         prog.plan = hp
         host.receiver = prog
         prog.start()
@@ -200,7 +215,7 @@ def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: 
             _data_center_send(args, rtt, cell_s, max(lk.queue.depth for lk in topo.links))
         cfg = sender_config(args)
         if s.bit_rate_mode:
-            _tune_sender(cfg, rtt, cell_s)
+            _tune_sender(cfg, args, rtt, cell_s)
         host = hosts[hp.host]
         node = Sender(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces))
         node.open()

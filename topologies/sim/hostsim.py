@@ -154,6 +154,9 @@ class SimHost:
         self.receiver: Program | None = None
         self.senders: dict[int, Program] = {}  # by QPN
         self.unclaimed = 0  # frames for no running program (e.g. late ACKs of a past step)
+        # the INT collector, when this host is the fabric's: takes Telemetry Reports' UDP
+        # payloads (hosts.collector.Collector.ingest)
+        self.collector: Callable[[bytes], None] | None = None
 
     def nics(self, ifaces: list[str]) -> list[SimNic]:
         return [SimNic(i, name, self.macs[i], wire=self.wires[i])
@@ -162,7 +165,11 @@ class SimHost:
     def receive(self, frame: bytes, nic: int) -> None:
         f = parse_roce(frame)
         if f is None:
-            self.unclaimed += 1
+            report = telemetry_payload(frame) if self.collector is not None else None
+            if report is not None:
+                self.collector(report)
+            else:
+                self.unclaimed += 1
             return
         if f.opcode in wire.DATA_OPCODES:
             prog = self.receiver
@@ -172,3 +179,14 @@ class SimHost:
             self.unclaimed += 1
             return
         prog.receive(frame, nic)
+
+
+def telemetry_payload(frame: bytes) -> bytes | None:
+    """The UDP payload of an IPv4 frame to the Telemetry Report port, else None."""
+    if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+        return None
+    udp = 14 + (frame[14] & 0x0F) * 4
+    if len(frame) < udp + 8 or int.from_bytes(frame[udp + 2:udp + 4], "big") != \
+            wire.TELEMETRY_REPORT_PORT:
+        return None
+    return frame[udp + 8:udp + int.from_bytes(frame[udp + 4:udp + 6], "big")]

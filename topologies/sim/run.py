@@ -9,6 +9,7 @@ run the workload's steps on the engine, and report in `cellfabric run`'s format.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from typing import Any
 
 from controlplane.fabric_controller import FabricController
 from controlplane.topology import Topology
+from hosts.collector import Collector
+from hosts.wire import TELEMETRY_REPORT_PORT
 from netlab.targets import compile_p4
 from topologies import linkload
 from topologies.hostprocs import StepPlan, host_line_rate, plan_step
@@ -53,6 +56,7 @@ class SimConfig:
     target: str = "embedded"  # which compiler makes the BMv2 JSON
     events: list[LinkEvent] = field(default_factory=list)
     progress: bool = True
+    credit_unscheduled: int | None = None  # --credit-unscheduled (None: auto)
 
 
 def _say(cfg: SimConfig, msg: str) -> None:
@@ -91,6 +95,7 @@ class SimRun:
         self.load_after: linkload.Snapshot | None = None
         self._qp = 1
         self._step_start = 0
+        self.collector: Collector | None = None
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -98,6 +103,7 @@ class SimRun:
         _say(cfg, f"[1/4] compiling {FABRIC_P4.name} ({cfg.target} compiler)")
         json_path, p4info = compile_p4(FABRIC_P4, cfg.run_dir / "build", target=cfg.target)
         self.fabric.build()
+        self._start_collector()
         self.local = LocalFabric({
             name: LocalConnection(name, sw.dp, self.topo.switches[name].device_id)
             for name, sw in self.fabric.switches.items()})
@@ -108,6 +114,19 @@ class SimRun:
             log=lambda msg: self.event_log.append({"t": self.engine.clock(), "event": msg}))
         diffs = self.controller.up()
         _say(cfg, f"      {sum(d.writes for d in diffs.values())} entities written")
+
+    def _start_collector(self) -> None:
+        """As `run` starts the INT collector on the fabric's collector host: here it takes the
+        Telemetry Reports that reach that host's NIC over the fabric (from host sinks, the
+        receivers), stamped in virtual time."""
+        fab = self.topo.fabric
+        if fab.int.mode == "off" or not fab.int.collector:
+            return
+        s = self.cfg.settings
+        self.collector = Collector("", TELEMETRY_REPORT_PORT,
+                                   self.cfg.run_dir / "hosts" / "int.jsonl",
+                                   link_bps=s.link_rate_bps, clock=self.engine.clock)
+        self.fabric.hosts[fab.int.collector].collector = self.collector.ingest
 
     # -- workload ---------------------------------------------------------------------------
     def run_workload(self) -> None:
@@ -201,7 +220,7 @@ class SimRun:
         step = cfg.workload.steps[index]
         out = cfg.run_dir / "hosts"
         plan = plan_step(self.plan_topo, step, index, out, lambda h, i: f"{h}-eth{i}",
-                         cfg.cc, self._qp)
+                         cfg.cc, self._qp, credit_unscheduled=cfg.credit_unscheduled)
         self._qp += len(step.transfers)
         self.steps.append(plan)
         self._step_start = self.engine.now
@@ -320,6 +339,11 @@ class SimRun:
             if s.bit_rate_mode else None)
         if len(cfg.workload.steps) > 1:
             m.steps = step_durations(m, self.step_times)
+        if self.collector is not None:
+            m.telemetry = self.collector.metrics(self.engine.clock())
+            path = self.collector.records_path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(r) + "\n" for r in self.collector.records))
         wires = [w for pair in self.fabric.link_wires.values() for w in pair]
         m.run["sim"] = {
             "link_rate_bps": s.link_rate_bps, "hop_delay_ns": s.hop_delay_ns,

@@ -39,6 +39,13 @@ class TokenBucket:
         self._refill(now)
         self.tokens -= nbytes
 
+    def restart(self, now: float, nbytes: int) -> None:
+        """Start a busy period with exactly ``nbytes`` of tokens (one frame): whatever the
+        bucket saved while idle is dropped, so from here no more than one frame plus the rate
+        times the time since can leave (a message never runs ahead of its pace)."""
+        self.stamp = now
+        self.tokens = min(self.burst_bytes, float(nbytes))
+
     def set_rate(self, now: float, rate_bps: float) -> None:
         self._refill(now)
         self.rate_bps = rate_bps

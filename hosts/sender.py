@@ -97,6 +97,7 @@ class Sender:
         if self.cc.uses_grants():
             self.transport.grant = cfg.start_psn + cfg.credit_initial_cells
         self.bucket = TokenBucket(self.cc.rate_bps(), burst_bytes=4 * (cfg.payload_len + 100))
+        self._paced_idle = True
         self.templates: list[CellTemplate] = []
         self.frame_len = 0
         self.cnps = 0
@@ -248,7 +249,15 @@ class Sender:
                     self.credit_probes += 1
                     self._last_send = now  # at most one probe per credit_probe_s
                     continue
+                if tr.snd_nxt >= tr.next_seq and not tr.retx:
+                    self._paced_idle = True  # nothing queued at all, not merely held back
                 return self.cfg.idle_poll_s
+            if self._paced_idle:
+                # A busy period starts one frame at a time at the pace: a bucket full from
+                # being idle would let the first cells out at the NIC's speed, faster than the
+                # rate a message's ideal time is counted at (a run then read 100.2%).
+                self._paced_idle = False
+                self.bucket.restart(now, self.frame_len)
             wait = self.bucket.wait_time(now, self.frame_len)
             if wait > 0:
                 return wait

@@ -130,14 +130,17 @@ def goodput_fraction(m: RunMetrics) -> float:
     when several senders share it) plus once the idle path's
     latency, its actual time the slowest member's flow time (they start together). The
     figure is the sum of the ideals over the sum of the actual times: 1.0 = every bottleneck
-    busy from the first cell to the last, as a flow alone on an idle fabric goes. (A member
+    busy from the first cell to the last, as a flow alone on an idle fabric goes. A flow's
+    time starts when its first cell leaves, so the first of the work's slots (``slot_s``) is
+    not waited for: N cells at the pace take (N - 1) slots from the first departure to the
+    last, and counting N let a paced flow over a fast idle path read 100.02%. (A member
     may finish before its fair share when another waits longer; the group's time cannot beat
     its work, so the figure stays within 100%.) 0.0 when a flow did not finish."""
     by_flow: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for msg in m.messages:
         by_flow.setdefault((msg.get("step", 0), f"{msg['src']}->{msg['dst']}"), []).append(msg)
     steps = {step for step, _ in by_flow}
-    # group -> [work at the bottleneck (s), least base latency, slowest flow time]
+    # group -> [work at the bottleneck (s), least base latency, slowest flow time, least slot]
     groups: dict[tuple[int, str], list[float]] = {}
     for (step, key), msgs in by_flow.items():
         if any(x["fct_s"] is None for x in msgs):
@@ -147,16 +150,18 @@ def goodput_fraction(m: RunMetrics) -> float:
         flow_time = (m.flows.get(key, {}).get("flow_time_s") if len(steps) == 1 else None) \
             or max(x["fct_s"] for x in msgs)
         base = min(x.get("base_latency_s") or 0.0 for x in msgs)
+        slot = min(x.get("slot_s") or 0.0 for x in msgs)
         work = sum(x["work_s"] if x.get("work_s") is not None else
                    (x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
                    for x in msgs)
         group = (step, msgs[0].get("bottleneck") or key)
-        g = groups.setdefault(group, [0.0, base, 0.0])
+        g = groups.setdefault(group, [0.0, base, 0.0, slot])
         g[0] += work
         g[1] = min(g[1], base)
         g[2] = max(g[2], flow_time)
-    ideal = sum(work + base for work, base, _ in groups.values())
-    actual = sum(t for _, _, t in groups.values())
+        g[3] = min(g[3], slot)
+    ideal = sum(work - slot + base for work, base, _, slot in groups.values())
+    actual = sum(g[2] for g in groups.values())
     return ideal / actual if actual else 0.0
 
 

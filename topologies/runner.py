@@ -403,7 +403,8 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
             # can fill its whole link (the feedback queue takes its share only when it has
             # packets); one sender goes no faster than its own pacing.
             line = min((lk.queue.rate_pps for lk in topo.links_of(bottleneck)), default=rate)
-            work = cells / (max(rate, line) if share > 1 else rate)
+            pace = max(rate, line) if share > 1 else rate
+            work = cells / pace
             fcts = data.get("fct_list_s") or []
             done = int(data.get("messages_completed", 0))
             for k in range(t.count):
@@ -413,7 +414,8 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                 m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
                                    "step": plan.index, "fct_s": fct, "ideal_s": ideal,
                                    "base_latency_s": base, "share": share,
-                                   "bottleneck": bottleneck, "work_s": work})
+                                   "bottleneck": bottleneck, "work_s": work,
+                                   "slot_s": 1 / pace})
             key = f"{t.src}->{t.dst}"
             m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
                             "flow_time_s": data.get("flow_time_s"),

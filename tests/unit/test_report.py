@@ -7,6 +7,8 @@ import math
 import re
 from pathlib import Path
 
+import pytest
+
 from topologies.report import (
     RunMetrics,
     format_summary,
@@ -177,3 +179,15 @@ def test_goodput_fraction_of_flows_sharing_a_bottleneck_stays_within_its_capacit
     assert goodput_fraction(m) == 1.0
     m.flows["h2->h3"]["flow_time_s"] = 2.5  # the link idled for 0.5 s
     assert goodput_fraction(m) == 2.0 / 2.5
+
+
+def test_goodput_fraction_does_not_count_the_first_cells_slot() -> None:
+    # 100 cells paced at 100/s over an idle path much faster than a slot: the last cell
+    # leaves 0.99 s after the first and its ACK is back 2 ms later. Counting all 100 slots
+    # as the ideal read 1.0 / 0.992 = 100.8%.
+    m = RunMetrics()
+    m.messages = [{"src": "h1", "dst": "h3", "fct_s": 0.992, "ideal_s": 1.0, "work_s": 1.0,
+                   "slot_s": 0.01, "base_latency_s": 0.0}]
+    m.flows = {"h1->h3": {"flow_time_s": 0.992}}
+    assert goodput_fraction(m) == pytest.approx(0.99 / 0.992)
+    assert goodput_fraction(m) <= 1.0

@@ -385,6 +385,10 @@ class Sender:
             "flow_time_s": (max(m.completed for m in tr.done)
                             - min(self._began(m) for m in tr.done))
             if tr.done else None,
+            # When that was on the sender's clock (CLOCK_MONOTONIC, one time base for every
+            # process of a machine; virtual time in the simulator): flows that share a
+            # bottleneck are timed together from the first of them to start.
+            "flow_start_s": min(self._began(m) for m in tr.done) if tr.done else None,
             "fct_s": {"avg": sum(fcts) / len(fcts) if fcts else None,
                       "p50": fcts[len(fcts) // 2] if fcts else None,
                       "p99": fcts[min(len(fcts) - 1, int(len(fcts) * 0.99))] if fcts else None,

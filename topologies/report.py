@@ -123,46 +123,68 @@ def offered_load(m: RunMetrics) -> dict[str, Any]:
             "goodput": sum(goodput.values()) / hosts, "loaded_hosts": hosts}
 
 
+@dataclass
+class _Bottleneck:
+    """The flows of one step that share a bottleneck, for goodput_fraction."""
+
+    work: float = 0.0  # all of their cells at the bottleneck's pace (s)
+    base: float = float("inf")  # least idle-path latency
+    slot: float = float("inf")  # least slot of one cell at the pace
+    # per member: (first cell on the senders' common clock or None, flow time, its own
+    # cells at its own pace)
+    members: list[tuple[float | None, float, float]] = field(default_factory=list)
+
+    def ideal_and_actual(self) -> tuple[float, float]:
+        starts = [s for s, _, _ in self.members]
+        if None in starts:  # no common clock: they are taken to start together
+            return self.work - self.slot + self.base, max(t for _, t, _ in self.members)
+        first = min(starts)  # type: ignore[type-var]
+        # From the first start to the last finish; the work cannot finish sooner, nor can a
+        # member that started d later finish sooner than d plus its own cells at its pace.
+        actual = max(s + t for s, t, _ in self.members) - first  # type: ignore[operator]
+        floor = max(self.work, max(s - first + own for s, _, own in self.members))  # type: ignore[operator]
+        return floor - self.slot + self.base, actual
+
+
 def goodput_fraction(m: RunMetrics) -> float:
     """Headline utilization: goodput over bottleneck capacity. Flows that share a bottleneck
     (the host whose link gave them their share, ``bottleneck`` in each message) form a group;
     a group's ideal is all of its cells at the bottleneck's rate (``work_s``: the whole link
-    when several senders share it) plus once the idle path's
-    latency, its actual time the slowest member's flow time (they start together). The
-    figure is the sum of the ideals over the sum of the actual times: 1.0 = every bottleneck
-    busy from the first cell to the last, as a flow alone on an idle fabric goes. A flow's
-    time starts when its first cell leaves, so the first of the work's slots (``slot_s``) is
-    not waited for: N cells at the pace take (N - 1) slots from the first departure to the
-    last, and counting N let a paced flow over a fast idle path read 100.02%. (A member
-    may finish before its fair share when another waits longer; the group's time cannot beat
-    its work, so the figure stays within 100%.) 0.0 when a flow did not finish."""
+    when several senders share it) plus once the idle path's latency, its actual time the
+    span from its first member's first cell to its last member's end (with the senders'
+    ``flow_start_s``; without, the slowest member's flow time: they start together). A member
+    that started late bounds the ideal too: it cannot end before its start plus its own cells
+    at its pace (sender processes start a little apart). The figure is the sum of the ideals
+    over the sum of the actual times: 1.0 = every bottleneck busy from the first cell to the
+    last, as a flow alone on an idle fabric goes. A flow's time starts when its first cell
+    leaves, so the first of the work's slots (``slot_s``) is not waited for: N cells at the
+    pace take N - 1 slots from the first departure to the last (counting N let a paced flow
+    over a fast idle path read 100.02%). 0.0 when a flow did not finish."""
     by_flow: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for msg in m.messages:
         by_flow.setdefault((msg.get("step", 0), f"{msg['src']}->{msg['dst']}"), []).append(msg)
     steps = {step for step, _ in by_flow}
-    # group -> [work at the bottleneck (s), least base latency, slowest flow time, least slot]
-    groups: dict[tuple[int, str], list[float]] = {}
+    groups: dict[tuple[int, str], _Bottleneck] = {}
     for (step, key), msgs in by_flow.items():
         if any(x["fct_s"] is None for x in msgs):
             return 0.0
         # m.flows holds one record per src->dst pair (the last step's), so with several
         # steps a flow's time is its slowest message's
-        flow_time = (m.flows.get(key, {}).get("flow_time_s") if len(steps) == 1 else None) \
-            or max(x["fct_s"] for x in msgs)
+        rec = m.flows.get(key, {}) if len(steps) == 1 else {}
+        flow_time = rec.get("flow_time_s") or max(x["fct_s"] for x in msgs)
         base = min(x.get("base_latency_s") or 0.0 for x in msgs)
-        slot = min(x.get("slot_s") or 0.0 for x in msgs)
-        work = sum(x["work_s"] if x.get("work_s") is not None else
-                   (x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
-                   for x in msgs)
-        group = (step, msgs[0].get("bottleneck") or key)
-        g = groups.setdefault(group, [0.0, base, 0.0, slot])
-        g[0] += work
-        g[1] = min(g[1], base)
-        g[2] = max(g[2], flow_time)
-        g[3] = min(g[3], slot)
-    ideal = sum(work - slot + base for work, base, _, slot in groups.values())
-    actual = sum(g[2] for g in groups.values())
-    return ideal / actual if actual else 0.0
+        own = sum((x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
+                  for x in msgs)
+        g = groups.setdefault((step, msgs[0].get("bottleneck") or key), _Bottleneck())
+        g.work += sum(x["work_s"] if x.get("work_s") is not None else
+                      (x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
+                      for x in msgs)
+        g.base = min(g.base, base)
+        g.slot = min(g.slot, min(x.get("slot_s") or 0.0 for x in msgs))
+        g.members.append((rec.get("flow_start_s"), flow_time, own))
+    totals = [g.ideal_and_actual() for g in groups.values()]
+    actual = sum(a for _, a in totals)
+    return sum(i for i, _ in totals) / actual if actual else 0.0
 
 
 def link_accounting(records: list[dict[str, Any]], window_s: float) -> dict[str, Any]:

@@ -419,6 +419,7 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
             key = f"{t.src}->{t.dst}"
             m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
                             "flow_time_s": data.get("flow_time_s"),
+                            "flow_start_s": data.get("flow_start_s"),
                             "bytes": t.size * done,
                             "cnps": data.get("cnps_received", 0),
                             "rate_min_pps": _rate_min_pps(data),

@@ -191,3 +191,22 @@ def test_goodput_fraction_does_not_count_the_first_cells_slot() -> None:
     m.flows = {"h1->h3": {"flow_time_s": 0.992}}
     assert goodput_fraction(m) == pytest.approx(0.99 / 0.992)
     assert goodput_fraction(m) <= 1.0
+
+
+def test_goodput_fraction_times_a_shared_bottleneck_from_its_first_sender() -> None:
+    # 2:1 incast at one cell per slot on every link: each flow is 1.0 s of cells, 2.0 s of the
+    # receiver's link together. The second sender process starts 0.5 s after the first; the
+    # link is busy from 0 to 2.0 s. Timing the group by its slowest member alone (1.5 s) read
+    # 133%.
+    m = RunMetrics()
+    m.messages = [{"src": src, "dst": "h3", "fct_s": ft, "ideal_s": 2.0, "share": 2,
+                   "bottleneck": "h3", "work_s": 1.0} for src, ft in (("h1", 1.0), ("h2", 1.5))]
+    m.flows = {"h1->h3": {"flow_time_s": 1.0, "flow_start_s": 100.0},
+               "h2->h3": {"flow_time_s": 1.5, "flow_start_s": 100.5}}
+    assert goodput_fraction(m) == pytest.approx(1.0)
+    # a second sender that starts late on an idle link cannot be asked to finish sooner than
+    # its own start plus its own cells: 1.5 s late, alone from then on, ends at 2.5 s
+    m.flows["h2->h3"].update(flow_start_s=101.5, flow_time_s=1.0)
+    assert goodput_fraction(m) == pytest.approx(1.0)
+    m.flows["h2->h3"]["flow_time_s"] = 1.5  # it took 0.5 s longer than it had to
+    assert goodput_fraction(m) == pytest.approx(2.5 / 3.0)

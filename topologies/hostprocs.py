@@ -157,8 +157,13 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
         expected[t.dst] = expected.get(t.dst, 0) + t.count
     for dst, count in sorted(expected.items()):
         spec = topo.hosts[dst]
-        argv = [*host_cli(), "recv", "--expect-messages", str(count), "--linger", "1.0",
-                "--ack-every", str(ACK_EVERY)]
+        # A receiver that has every message keeps answering long enough for a sender whose
+        # last ACK was lost to time out and resend (two RTOs); the runner ends it sooner, as
+        # soon as the step's senders have all finished.
+        rto = timing_args(host_line_rate(topo, dst), max(lk.queue.depth for lk in topo.links))
+        linger = max(1.0, 2 * rto["rto"])
+        argv = [*host_cli(), "recv", "--expect-messages", str(count), "--linger",
+                f"{linger:.3f}", "--ack-every", str(ACK_EVERY)]
         for i in range(len(spec.leaves)):
             argv += ["--iface", ifname_of(dst, i)]
         if cc == "credit":

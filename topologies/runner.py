@@ -252,6 +252,12 @@ class FabricRun:
             running = [hp for hp in plan.senders + plan.receivers if hp.proc.poll() is None]
             if not running:
                 break
+            if not any(hp.proc.poll() is None for hp in plan.senders):
+                # Every sender has its ACKs (or gave up): nothing is left for a receiver to
+                # answer, however long it would linger for a resend after a lost last ACK.
+                for hp in plan.receivers:
+                    _stop_proc(hp.proc)
+                continue
             if self.cfg.progress and time.time() - last >= 2.0:
                 last = time.time()
                 senders = sum(1 for hp in plan.senders if hp.proc.poll() is None)

@@ -34,11 +34,17 @@ def _run_with_failure(spec: str, tmp_path: Path, cc: str = "hpcc", name: str = "
                                 for lk in topo.links])
     hosts = sorted(topo.hosts, key=lambda h: int(h[1:]))
     # permutation pairs hosts across pods, so every flow crosses the core
-    cfg = RunConfig(topo=topo, target="embedded", workload=permutation(hosts, 32 * 1024, 2),
-                    cc=cc, run_dir=tmp_path / f"run-{secrets.token_hex(2)}",
-                    events=parse_fail(spec, topo), step_timeout_s=180, progress=False)
-    metrics, _ = execute(cfg)
-    assert not {n for n in existing_links() if cfg.run_dir.name[-4:] in n}
+    # A run the machine could not keep up with (a switch served below its rate while
+    # backlogged) says nothing about the fabric: it is run once more before the test fails.
+    for _attempt in range(2):
+        cfg = RunConfig(topo=topo, target="embedded",
+                        workload=permutation(hosts, 32 * 1024, 2), cc=cc,
+                        run_dir=tmp_path / f"run-{secrets.token_hex(2)}",
+                        events=parse_fail(spec, topo), step_timeout_s=180, progress=False)
+        metrics, _ = execute(cfg)
+        assert not {n for n in existing_links() if cfg.run_dir.name[-4:] in n}
+        if not metrics.run["invalid_reasons"]:
+            break
     assert not metrics.run["invalid_reasons"], metrics.run["invalid_reasons"]
     return metrics
 

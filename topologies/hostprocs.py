@@ -152,6 +152,7 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
     receivers capping granted cells in flight (None: the hosts' defaults, no cap)."""
     plan = StepPlan(index)
     fab = topo.fabric
+    depth = max(lk.queue.depth for lk in topo.links)  # the deepest queue a cell may wait in
     expected: dict[str, int] = {}
     for t in step.transfers:
         expected[t.dst] = expected.get(t.dst, 0) + t.count
@@ -160,7 +161,7 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
         # A receiver that has every message keeps answering long enough for a sender whose
         # last ACK was lost to time out and resend (two RTOs); the runner ends it sooner, as
         # soon as the step's senders have all finished.
-        rto = timing_args(host_line_rate(topo, dst), max(lk.queue.depth for lk in topo.links))
+        rto = timing_args(host_line_rate(topo, dst), depth)
         linger = max(1.0, 2 * rto["rto"])
         argv = [*host_cli(), "recv", "--expect-messages", str(count), "--linger",
                 f"{linger:.3f}", "--ack-every", str(ACK_EVERY)]
@@ -199,7 +200,6 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
         if t.load:
             gap = mean_gap_s(t.size, t.load, host_link_bps(topo, t.src, cc))
             argv += ["--mean-gap", repr(gap), "--arrival-seed", str(t.arrival_seed)]
-        depth = max(lk.queue.depth for lk in topo.links)
         for key, value in timing_args(rate, depth).items():
             argv += [f"--{key.replace('_', '-')}", f"{value:.4f}"]
         for i, leaf in enumerate(src.leaves):

@@ -10,6 +10,8 @@ import argparse
 import json
 import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,6 +90,26 @@ def _default_cc_params(cc: str, params: dict[str, object], rate_bps: float, fram
             params.setdefault(name, getattr(paper, name) / time_scale)
 
 
+def _gate_options(sub: argparse.ArgumentParser, start_when: bool) -> None:
+    """A start barrier for a harness that starts many hosts: each says when it is ready, and
+    senders hold their first cell until told to go, so no flow runs while the others are
+    still starting (16 Python processes take seconds of CPU to start on a small machine)."""
+    sub.add_argument("--ready-file", type=Path, metavar="PATH",
+                     help="create PATH once the ports are open")
+    if start_when:
+        sub.add_argument("--start-when", type=Path, metavar="PATH",
+                         help="send nothing until PATH exists")
+
+
+def wait_for_file(path: Path, should_stop: Callable[[], bool], poll_s: float = 0.005) -> bool:
+    """Block until ``path`` exists (True) or a stop is requested (False)."""
+    while not path.exists():
+        if should_stop():
+            return False
+        time.sleep(poll_s)
+    return True
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="cellfabric host")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -131,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--start-psn", type=int, default=0, help="first PSN (both ends must agree)")
     s.add_argument("--metrics", type=Path)
+    _gate_options(s, start_when=True)
     r = sub.add_parser("recv", help="receive cells, reorder, acknowledge")
     r.add_argument("--iface", action="append", required=True)
     r.add_argument("--ack-every", type=int, default=4)
@@ -153,6 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--node-id", type=int, default=0)
     r.add_argument("--start-psn", type=int, default=0, help="first PSN (both ends must agree)")
     r.add_argument("--metrics", type=Path)
+    _gate_options(r, start_when=False)
     c = sub.add_parser("collect", help="INT collector for Telemetry Reports")
     c.add_argument("--bind", default="0.0.0.0")
     c.add_argument("--port", type=int, default=wire.TELEMETRY_REPORT_PORT)
@@ -248,6 +272,12 @@ def _run(args: argparse.Namespace, stop: list[bool]) -> dict[str, object]:
                   "will answer cells with ICMP port unreachable", file=sys.stderr)
     node.open()
     try:
+        if getattr(args, "ready_file", None):
+            args.ready_file.parent.mkdir(parents=True, exist_ok=True)
+            args.ready_file.touch()
+        gate = getattr(args, "start_when", None)
+        if gate is not None:
+            wait_for_file(gate, should_stop)  # stopped meanwhile: run returns at once
         return node.run(should_stop)
     finally:
         node.close()

@@ -23,7 +23,11 @@ from hosts.nic import NicPort
 from hosts.reorder import MessageAssembler, ReorderBuffer
 from hosts.sack import encode_ack, encode_cnp
 
-TICK_S = 0.0002
+# The longest the emulated loop sleeps with nothing due: how soon it sees the run's end (a
+# linger or duration running out, a stop request). Everything else wakes it on time: a frame
+# on a socket, or the next deadline of ``tick``. Polling on a fixed fine tick instead cost
+# each idle receiver 13% of a core, and a fat-tree's 16 of them the machine's two cores.
+IDLE_WAIT_S = 0.02
 
 
 @dataclass
@@ -135,7 +139,7 @@ class Receiver:
                 done_at = now
             if done_at is not None and now - done_at >= cfg.linger_s:
                 break
-            _ready, _, _ = select.select(socks, [], [], TICK_S)
+            select.select(socks, [], [], self._wait_s(now, done_at))
             for port in self.ports:
                 for _ in range(256):
                     n = port.recv_into(rx)
@@ -144,6 +148,16 @@ class Receiver:
                     self.on_frame(rx, n, self.clock(), port)
             self.tick(self.clock())
         return self.metrics(self.clock() - start)
+
+    def _wait_s(self, now: float, done_at: float | None) -> float:
+        """How long the loop may sleep: until ``tick`` is next due or the run may end."""
+        wait = IDLE_WAIT_S
+        due = self.next_deadline(now)
+        if due is not None:
+            wait = min(wait, due - now)
+        if done_at is not None:
+            wait = min(wait, done_at + self.cfg.linger_s - now)
+        return max(0.0, wait)
 
     def on_frame(self, buf: bytearray, n: int, now: float, port: NicPort) -> None:
         f = parse_roce(buf, n)

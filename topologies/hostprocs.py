@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,6 +139,16 @@ def hosts_index(topo: Topology, host: str) -> int:
     return list(topo.hosts).index(host) + 1
 
 
+def hpcc_base_rtt_cells(switches: int) -> int:
+    """HPCC's T in cell times: the window it opens is B x T, so T must cover the whole time
+    from a cell's departure to the ACK that frees its window: the cell over the path's links
+    (switches + 1 of them, a cell time each), the ACK back as long, and the ACK batching (the
+    last cell of a batch of ``ACK_EVERY`` comes ACK_EVERY - 1 cell times after the first).
+    Without the batching term a fat-tree's cross-pod flows (5 switches) were window-bound at
+    about 70% of their rate: 13 cells open against a 19-cell round trip."""
+    return 2 * (max(switches, 1) + 1) + ACK_EVERY - 1
+
+
 def credit_window_cells(rtt_cells: float) -> int:
     """A receiver's cap on granted cells in flight (``--credit-unscheduled CELLS``): a round
     trip of them keeps its downlink busy, and two grant batches more cover a batch being
@@ -217,15 +228,14 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
         if cc != "hpcc" and host_reports(topo):
             argv += ["--int-source"]
         if cc == "hpcc":
-            # Base RTT: a cell and its ACK across the path, in cell times (8 across the 3
-            # switches of leaf-spine-leaf; a fat-tree's cross-pod path has 5). The links' B
+            # Base RTT: see hpcc_base_rtt_cells. The links' B
             # is their whole line, which INT's tx bytes are measured against, not the data
             # share the host sends at: against that, data alone reads u = 1 and HPCC cuts
             # every flow below its share.
             hops = path_switches(topo, t.src, t.dst)
             line = min(lk.queue.rate_pps for lk in topo.links_of(t.src))
             argv += ["--int-source", "--link-rate", f"{line}pps",
-                     "--cc-param", f"base_rtt_s={8.0 * max(hops, 1) / 3 / rate:.4f}"]
+                     "--cc-param", f"base_rtt_s={hpcc_base_rtt_cells(hops) / rate:.4f}"]
         metrics = out_dir / f"step{index}-send-{t.src}-{t.dst}.json"
         argv += ["--metrics", str(metrics)]
         plan.senders.append(HostPlan(t.src, argv, metrics, transfer=t))
@@ -237,3 +247,29 @@ def read_metrics(path: Path) -> dict[str, Any] | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+# How long a step waits for its hosts to open their ports before its senders go anyway.
+START_TIMEOUT_S = 60.0
+
+
+def start_together(plan: StepPlan, logs: Path, start: Any,
+                   timeout_s: float = START_TIMEOUT_S) -> None:
+    """Start every host of a step (``start(hp, log, extra_argv)``), and let the senders go only
+    once all of them have their ports open: on a small machine starting 32 Python processes
+    takes seconds of CPU, and flows that began meanwhile ran against a fabric starved of it
+    (a CI run's senders started up to 13 s apart). A host that exited (a bad argument) is
+    not waited for: it is reported with its log as before."""
+    go = logs / f"step{plan.index}.go"
+    hosts = plan.receivers + plan.senders
+    ready = {id(hp): hp.metrics.with_suffix(".ready") for hp in hosts}
+    for hp in plan.receivers:
+        start(hp, logs / f"{hp.metrics.stem}.log", ["--ready-file", str(ready[id(hp)])])
+    for hp in plan.senders:
+        start(hp, logs / f"{hp.metrics.stem}.log",
+              ["--ready-file", str(ready[id(hp)]), "--start-when", str(go)])
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not all(
+            ready[id(hp)].exists() or hp.proc.poll() is not None for hp in hosts):
+        time.sleep(0.02)
+    go.touch()

@@ -34,6 +34,7 @@ from topologies.hostprocs import (
     host_link_bps,
     plan_step,
     read_metrics,
+    start_together,
 )
 from topologies.monitor import FabricMonitor
 from topologies.network import FabricNet
@@ -217,23 +218,17 @@ class FabricRun:
                 f"updates on {sum(1 for d in diffs.values() if d.writes)} switches)")})
         self.failures.append(record)
 
-    def _start(self, hp, log: Path) -> None:
+    def _start(self, hp, log: Path, extra: tuple[str, ...] | list[str] = ()) -> None:
         assert self.fnet is not None
         node = self.fnet.host(hp.host)
         hp.log = log
         with open(log, "wb") as fh:
-            hp.proc = node.popen(hp.argv, stdout=fh, stderr=subprocess.STDOUT)
+            hp.proc = node.popen([*hp.argv, *extra], stdout=fh, stderr=subprocess.STDOUT)
 
     def _run_step(self, plan: StepPlan) -> None:
-        logs = self.cfg.run_dir / "hosts"
-        for hp in plan.receivers:
-            self._start(hp, logs / f"{hp.metrics.stem}.log")
-        # Receivers open their sockets before the first cell arrives.
-        time.sleep(1.5)
+        start_together(plan, self.cfg.run_dir / "hosts", self._start)
         if self.traffic_start is None:
-            self.traffic_start = time.time()  # no data can move before the first sender
-        for hp in plan.senders:
-            self._start(hp, logs / f"{hp.metrics.stem}.log")
+            self.traffic_start = time.time()  # no data can move before the senders go
         # Offered load spreads the messages' arrivals out: the limit counts from the last
         # (twice the mean window: a Poisson window that long is rare).
         deadline = time.time() + self.cfg.step_timeout_s + 2 * expected_arrival_s(

@@ -162,7 +162,8 @@ control Forwarding(inout headers_t hdr,
  *   adaptive     cells: the less occupied (port_qdepth) of two candidate ports that
  *                adaptive_candidates gives for (group, 4-bit bucket of the salted spray key),
  *                the first candidate on a tie; without candidates, as spray.
- * Traffic other than cells of the configured length always uses the 5-tuple key.
+ * RoCEv2 feedback (a BTH with no data opcode: ACK, NAK, CNP) uses the spray key in every mode
+ * but ecmp. Other traffic, and data of another length, always uses the 5-tuple key.
  * Salting: h = low 16 bits of the crc32, key = bits 31..16 of (h * salt) mod 2^32, with the
  * salt from the group's group_mode entry (the control plane gives every switch its own odd
  * salt >= 2^16). Putting a salt into the CRC's input would not do: a CRC is affine over GF(2),
@@ -254,8 +255,13 @@ control SprayGroups(inout headers_t hdr,
             }
         }
 
-        if (meta.is_cell == 1 && meta.group_mode != MODE_ECMP) {
-            if (meta.group_mode == MODE_ROUND_ROBIN) {
+        /* RoCEv2 feedback (ACK, NAK, CNP: a BTH that is not data) of a sprayed flow is sprayed
+         * by its PSN too: flow-hashed, the ACKs of several flows can meet on one link, and on a
+         * link whose rate counts packets two flows' ACKs take the share their sprayed cells
+         * were counted on (a fat-tree core link then overflows). */
+        bool feedback = hdr.bth.isValid() && meta.roce_data == 0;
+        if ((meta.is_cell == 1 || feedback) && meta.group_mode != MODE_ECMP) {
+            if (meta.group_mode == MODE_ROUND_ROBIN && meta.is_cell == 1) {
                 bit<16> turn;
                 rr_counter.read(turn, (bit<32>)meta.group_id);
                 meta.select_key = turn;
@@ -267,7 +273,7 @@ control SprayGroups(inout headers_t hdr,
                        meta.l4_src_port, meta.l4_dst_port, hdr.bth.psn },
                      32w65536);
                 meta.select_key = (bit<16>)((((bit<32>)cell_hash) * meta.hash_salt) >> 16);
-                if (meta.group_mode == MODE_ADAPTIVE) {
+                if (meta.group_mode == MODE_ADAPTIVE && meta.is_cell == 1) {
                     meta.adaptive_bucket = meta.select_key[3:0];
                     adaptive_candidates.apply();
                 }

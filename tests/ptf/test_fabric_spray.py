@@ -22,7 +22,8 @@ from fabric_lib import (
     routed,
 )
 from ptf import testutils
-from scapy.layers.l2 import mac2str
+from scapy.contrib.roce import BTH
+from scapy.layers.l2 import Ether, mac2str
 
 from controlplane.errors import P4RuntimeError
 
@@ -45,8 +46,9 @@ class SprayTest(FabricTest):
         self.add_route("10.0.2.0/24", GROUP)
         self.set_cell_length()
 
-    def spray(self, cells: list, ingress: int = 0) -> Counter:
-        """Send ``cells``, check every frame that comes back, return frames per port."""
+    def spray(self, cells: list, ingress: int = 0, by_opcode: bool = False) -> Counter:
+        """Send ``cells``, check every frame that comes back, return frames per port (per
+        (port, BTH opcode) with ``by_opcode``)."""
         expected = {}
         for c in cells:
             out0 = bytes(routed(c, 0))
@@ -59,7 +61,7 @@ class SprayTest(FabricTest):
         for port, frame in got:
             self.assertIn(frame, expected, f"unexpected frame on port {port}")
             self.assertEqual(expected[frame], port, "frame rewritten for another port")
-            per_port[port] += 1
+            per_port[(port, Ether(frame)[BTH].opcode) if by_opcode else port] += 1
         self.assertEqual(sum(per_port.values()), len(cells), f"frames per port: {per_port}")
         return per_port
 
@@ -106,6 +108,61 @@ class EcmpFlowStaysOnOnePort(SprayTest):
             self.send(0, roce_cell(1000, sport=49152 + i))
             (port, _), = self.collect(1, settle=0.05)
             self.assertEqual(port, first[i])
+
+
+OP_ACK = 0x11  # RC Acknowledge (IBTA vol. 1, 9.2): AETH follows the BTH
+OP_CNP = 0x81  # RoCEv2 congestion notification packet
+
+
+def roce_ack(psn: int, sport: int = 49152) -> object:
+    """An ACK as a receiver sends it: BTH (opcode ACK) and a 4-byte AETH, no data."""
+    return roce_cell(psn, payload_len=4, opcode=OP_ACK, sport=sport)
+
+
+class FeedbackSprayedLikeCells(SprayTest):
+    """ACKs of one flow in a `spray` group spread over every member by their PSN, within
+    [0.5, 1.5] x N/4, as the flow's cells do; they are not counted as cells."""
+
+    MODE = "spray"
+
+    def runTest(self) -> None:
+        ok0, bad0 = self.counter(C_CELLS, CELL_OK)[0], self.counter(C_CELLS, CELL_BAD_LENGTH)[0]
+        per_port = self.spray([roce_ack(psn) for psn in range(N_CELLS)])
+        share = N_CELLS / len(PORTS)
+        for p in PORTS:
+            self.assertGreaterEqual(per_port[p], 0.5 * share, f"{per_port}")
+            self.assertLessEqual(per_port[p], 1.5 * share, f"{per_port}")
+        self.assertEqual(self.counter(C_CELLS, CELL_OK)[0], ok0)
+        self.assertEqual(self.counter(C_CELLS, CELL_BAD_LENGTH)[0], bad0)
+
+
+class FeedbackDoesNotDisturbRoundRobin(SprayTest):
+    """In a `round-robin` group feedback takes the spray key, not a turn of the counter: cells
+    interleaved with ACKs and CNPs are still exactly even."""
+
+    MODE = "round-robin"
+
+    def runTest(self) -> None:
+        frames = []
+        for psn in range(N_CELLS):
+            frames.append(roce_cell(psn, sport=50000))
+            if psn % 4 == 0:
+                frames.append(roce_ack(psn, sport=50001))
+            if psn % 25 == 0:
+                frames.append(roce_cell(0, payload_len=16, opcode=OP_CNP, sport=50002))
+        per_kind = self.spray(frames, by_opcode=True)
+        cells = {p: n for (p, op), n in per_kind.items() if op not in (OP_ACK, OP_CNP)}
+        self.assertEqual(cells, {p: N_CELLS // len(PORTS) for p in PORTS}, f"{per_kind}")
+
+
+class EcmpFeedbackStaysOnOnePort(SprayTest):
+    """`ecmp`: the ACKs of a flow keep to one port, like its cells."""
+
+    MODE = "ecmp"
+
+    def runTest(self) -> None:
+        per_port = self.spray([roce_ack(psn) for psn in range(50)])
+        self.assertEqual(len(per_port), 1, f"one flow's ACKs used {dict(per_port)}")
 
 
 class WrongLengthCellsNotSprayed(SprayTest):

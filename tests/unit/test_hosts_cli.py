@@ -47,3 +47,41 @@ def test_hpcc_base_rtt_defaults_to_software_plus_ten_cell_times() -> None:
     params: dict[str, object] = {}
     cli._default_cc_params("hpcc", params, 1082 * 8 * 1000, 1082, 1.0)  # 1000 cells/s
     assert params["base_rtt_s"] == pytest.approx(0.002 + 0.010)
+
+
+def test_a_gated_sender_says_it_is_ready_and_sends_nothing_until_told(tmp_path, monkeypatch) -> None:
+    # The runner starts a step's 32 host processes, waits for every ready file, then creates
+    # the go file: no flow may start while others are still starting.
+    import threading
+
+    from hosts.sender import Sender
+
+    ready, go = tmp_path / "h1.ready", tmp_path / "step0.go"
+    ran: list[bool] = []
+    monkeypatch.setattr(Sender, "open", lambda self: None)
+    monkeypatch.setattr(Sender, "close", lambda self: None)
+    monkeypatch.setattr(Sender, "run", lambda self, stop: ran.append(go.exists()) or {})
+    args = cli.parse_host_args(["send", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01",
+                                "--src-ip", "127.0.0.1", "--dst-ip", "127.0.0.1",
+                                "--ready-file", str(ready), "--start-when", str(go)])
+    worker = threading.Thread(target=cli._run, args=(args, [False]))
+    worker.start()
+    for _ in range(500):
+        if ready.exists():
+            break
+        threading.Event().wait(0.01)
+    assert ready.exists()
+    worker.join(0.3)
+    assert worker.is_alive() and not ran  # ready, and held at the gate
+    go.touch()
+    worker.join(5)
+    assert ran == [True]
+
+
+def test_a_stop_at_the_gate_ends_the_host_without_sending(tmp_path) -> None:
+    stop = [False]
+    threading_stop = lambda: stop[0]  # noqa: E731
+    stop[0] = True
+    assert cli.wait_for_file(tmp_path / "never", threading_stop) is False
+    (tmp_path / "now").touch()
+    assert cli.wait_for_file(tmp_path / "now", lambda: False) is True

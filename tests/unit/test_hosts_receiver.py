@@ -157,3 +157,52 @@ def test_credit_grants_ride_on_acks_in_batches_of_ack_every() -> None:
     assert grants[-1] >= 160 + 8  # the grant kept ahead of the cells that arrived
     # one ACK per 8 cells (each carrying the grant so far), not one per grant
     assert len(port.frames_out()) <= 160 / 8 + 3, len(port.frames_out())
+
+
+class _QueuedPort(RecordingPort):
+    """A port whose socket reads hand out queued frames (the loop's recv_into)."""
+
+    def __init__(self, frames: list[bytearray]) -> None:
+        super().__init__(0, "fake0", mac="02:00:00:00:00:02")
+        self.queue = list(frames)
+        self.sent_at: list[tuple[float, bytes]] = []
+        self.clock = lambda: 0.0
+
+    def send(self, frame: bytes | bytearray) -> bool:
+        self.sent_at.append((self.clock(), bytes(frame)))
+        return super().send(frame)
+
+    def recv_into(self, buf: bytearray) -> int:
+        if not self.queue:
+            return 0
+        frame = self.queue.pop(0)
+        buf[:len(frame)] = frame
+        return len(frame)
+
+
+def test_the_loop_sleeps_until_something_is_due_not_on_a_fine_tick(monkeypatch) -> None:
+    # An idle receiver must not wake thousands of times a second: 16 of them polling every
+    # 200 us took a fat-tree emulation's two cores from its switches. The loop sleeps until
+    # tick is next due (here a partial ACK batch's delay) or, with nothing due, a bounded while.
+    import hosts.receiver as receiver
+
+    clock = [0.0]
+    waits: list[float] = []
+
+    def fake_select(r: list, w: list, x: list, timeout: float) -> tuple[list, list, list]:
+        waits.append(timeout)
+        clock[0] += timeout  # nothing arrives: the whole wait passes
+        return [], [], []
+
+    monkeypatch.setattr(receiver.select, "select", fake_select)
+    rx = Receiver(ReceiverConfig(ifaces=["fake0"], ack_every=8, ack_delay_s=0.05,
+                                 duration_s=1.0), clock=lambda: clock[0])
+    port = _QueuedPort(_cells([bytes(PAYLOAD * 20)])[:3])  # 3 cells: an ACK batch waits
+    port.clock = lambda: clock[0]
+    rx.ports = [port]
+    rx.run()
+    assert len(waits) <= 1.0 / receiver.IDLE_WAIT_S + 5, len(waits)
+    assert max(waits) <= receiver.IDLE_WAIT_S
+    # the partial batch was answered when its delay ran out, not a poll later
+    acks = [t for t, f in port.sent_at if _decode(f)[0] == wire.OP_ACK]
+    assert len(acks) == 1 and abs(acks[0] - 0.05) < 1e-9, acks

@@ -3,8 +3,10 @@ the same `make bench` run.
 
     utilization  permutation on leaf-spine: goodput / bottleneck capacity, per spray mode
                  (ecmp is the baseline); goal: spraying >= 95%
-    loss         incast 4:1, 8:1, 15:1 per rate control (none is the baseline): cells dropped
-                 at switches (goal: 0 with rate control), peak queue, time to drain
+    loss         incast 4:1, 8:1, 15:1 per rate control (none is the baseline; credit-rts is
+                 credit whose first cell is the request to send, --credit-unscheduled 1):
+                 cells dropped at switches (goal: 0 with rate control), peak queue, time to
+                 drain
     latency      message completion time p50/p99 as slowdown over the ideal (size / bottleneck
                  share), and ring all-reduce step time (4 ranks on leaf-spine), per spray mode
     reordering   max and p99 reorder depth per spray mode
@@ -64,10 +66,12 @@ def hosts_of(t: Topology) -> list[str]:
     return sorted(t.hosts, key=lambda h: int(h[1:]))
 
 
-def run(t: Topology, workload, tag: str, events=()) -> RunMetrics:
+def run(t: Topology, workload, tag: str, events=(),
+        credit_unscheduled: int | None = None) -> RunMetrics:
     cfg = RunConfig(topo=t, target="embedded", workload=workload, cc=t.fabric.cc,
                     run_dir=RESULTS / "runs" / f"{time.strftime('%H%M%S')}-{tag}",
-                    events=list(events), progress=False, step_timeout_s=180)
+                    events=list(events), progress=False, step_timeout_s=180,
+                    credit_unscheduled=credit_unscheduled)
     print(f"-- {tag}", flush=True)
     try:
         metrics, _ = execute(cfg)
@@ -125,21 +129,25 @@ def bench_ft_utilization(quick: bool) -> dict[str, Any]:
     out = {}
     for spray in (["ecmp", "spray"] if quick else SPRAYS):
         t = fat_tree(spray=spray, cc="dcqcn")
-        out[spray] = figures(run(t, cross_pod(t, 48 * 1024), f"ft-util-{spray}"))
+        # 192 cells a flow, as the e2e test: a message is many cells (a 48-cell one reads its
+        # loaded cross-pod latency, ~25 cell times here, as a quarter of its time)
+        out[spray] = figures(run(t, cross_pod(t, 192 * 1024), f"ft-util-{spray}"))
     return out
 
 
 def bench_ft_incast(quick: bool) -> dict[str, Any]:
     out = {}
-    for cc in (["none", "hpcc"] if quick else CCS):
-        t = fat_tree(spray="spray", cc=cc)
+    # credit-rts: credit whose first cell is the request to send (--credit-unscheduled 1)
+    for cc in (["none", "hpcc"] if quick else [*CCS, "credit-rts"]):
+        t = fat_tree(spray="spray", cc=cc.removesuffix("-rts"))
         hs = hosts_of(t)
         # 8 senders from the other three pods into h1, 24 cells each: 3x the host port's
         # 64-cell queue
         senders = [h for h in hs if t.hosts[h].ip.split(".")[1] != "1"][:8]
         wl = Workload("incast-8:1", (Step(tuple(Transfer(h, "h1", 24 * 1024, 1)
                                                 for h in senders)),))
-        out[f"8:1/{cc}"] = figures(run(t, wl, f"ft-incast8-{cc}"))
+        out[f"8:1/{cc}"] = figures(run(t, wl, f"ft-incast8-{cc}",
+                                       credit_unscheduled=1 if cc == "credit-rts" else None))
     return out
 
 
@@ -174,11 +182,12 @@ def bench_loss(quick: bool) -> dict[str, Any]:
         # Each sender's message is sized so that together they are 1.5x the receiver port's
         # 256-cell buffer: without rate control some must be dropped.
         size = max(16, 384 // n) * 1024
-        for cc in CCS:
-            t = topo(name, cc=cc)
+        for cc in [*CCS, "credit-rts"]:
+            t = topo(name, cc=cc.removesuffix("-rts"))
             hs = hosts_of(t)
             wl = incast(hs, n, size, 1, receiver=hs[-1])
-            out[f"{n}:1/{cc}"] = figures(run(t, wl, f"incast{n}-{cc}"))
+            out[f"{n}:1/{cc}"] = figures(run(
+                t, wl, f"incast{n}-{cc}", credit_unscheduled=1 if cc == "credit-rts" else None))
     return out
 
 

@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from controlplane.entities import CounterEntry
@@ -29,6 +30,9 @@ DROP_REASONS = {1: "no_route", 2: "isolation", 3: "ttl", 4: "bad_packet", 5: "l2
 QDEPTH_REGISTER = "port_qdepth"
 
 
+CLI_START_S = 30.0  # how long a new simple_switch_CLI may take to give its first answer
+
+
 class _CliSession:
     """One long-lived simple_switch_CLI (a fresh one per sample would cost ~0.3 s of CPU)."""
 
@@ -39,10 +43,15 @@ class _CliSession:
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
         os.set_blocking(self.fd, False)
+        self.answered = False
 
     def register_read(self, name: str, timeout: float = 3.0) -> list[int] | None:
-        """Every cell of register array ``name``, or None if the CLI did not answer."""
+        """Every cell of register array ``name``, or None if the CLI did not answer. The
+        first read also waits for the CLI to start (a Python process: seconds on a loaded
+        machine)."""
         assert self.proc.stdin is not None
+        if not self.answered:
+            timeout = max(timeout, CLI_START_S)
         try:
             self.proc.stdin.write(f"register_read {name}\n".encode())
         except OSError:
@@ -61,6 +70,7 @@ class _CliSession:
                 buf += chunk
                 m = pattern.search(buf)
                 if m:
+                    self.answered = True
                     return [int(x) for x in m.group(1).split(b",") if x.strip()]
         return None
 
@@ -96,6 +106,11 @@ class FabricMonitor:
         self._cli: dict[str, _CliSession] = {}  # BMv2 switches: queue depth via the CLI
 
     def start(self) -> None:
+        # BMv2's CLI sessions start now, all at once: started by the first sample, one after
+        # another, 20 of them took that sample 10.7 s, the whole of a fat-tree's workload.
+        for name, admin in self.admins.items():
+            if admin.target == "bmv2" and name not in self._cli:
+                self._cli[name] = _CliSession(admin.thrift_port)
         self._thread = threading.Thread(target=self._loop, name="fabric-monitor", daemon=True)
         self._thread.start()
 
@@ -149,8 +164,13 @@ class FabricMonitor:
             self._baseline = total
         elif self.first_traffic is None and total - self._baseline > 20:
             self.first_traffic = now
-        for name, admin in self.admins.items():
-            for port, depth in (self._depths(name, admin) or {}).items():
+        # every switch at once: a BMv2 read waits on its CLI process, one after another 20
+        # of them took seconds on a loaded machine
+        with ThreadPoolExecutor(max_workers=max(1, min(32, len(self.admins)))) as pool:
+            reads = {name: pool.submit(self._depths, name, admin)
+                     for name, admin in self.admins.items()}
+        for name, fut in reads.items():
+            for port, depth in (fut.result() or {}).items():
                 self.depth[(name, port)].append((now, depth))
 
     # -- derived --------------------------------------------------------------------------------

@@ -170,22 +170,44 @@ def _queue_names(acct: dict[str, Any]) -> dict[str, str]:
             if d.get("queue")}
 
 
+def depth_grid(series: list[list[list[float]]], t0: float, t_end: float,
+               bins: int) -> list[list[float | None]]:
+    """Per queue, the deepest sample in each of ``bins`` equal intervals of [t0, t0 + t_end];
+    None where no sample fell (a monitor that fell behind: BMv2's register reads through
+    simple_switch_CLI took 16 s for one round of 20 switches once), never a made-up 0."""
+    width = max(t_end, 1e-3) / bins
+    grid: list[list[float | None]] = [[None] * bins for _ in series]
+    for row, samples in enumerate(series):
+        for t, v in samples:
+            col = min(bins - 1, max(0, int((t - t0) / width)))
+            old = grid[row][col]
+            grid[row][col] = v if old is None else max(old, v)
+    return grid
+
+
 def _heatmap(ax, m: RunMetrics, keys: list[str], t0: float, t_end: float, peak: float,
              names: dict[str, str]):
+    import matplotlib as mpl
+    import numpy as np
+
     # one column per sampling interval at most: finer bins would only show sampling gaps
     samples = max((len(m.queues[k]) for k in keys), default=1)
     bins = max(10, min(120, samples))
+    grid = depth_grid([m.queues[k] for k in keys], t0, t_end, bins)
+    masked = np.ma.masked_invalid(np.array([[np.nan if v is None else v for v in row]
+                                            for row in grid], dtype=float))
+    cmap = mpl.colormaps["magma_r"].copy()
+    cmap.set_bad("#d0d0d0")  # grey: no sample in that interval
     width = max(t_end, 1e-3) / bins
-    grid = [[0.0] * bins for _ in keys]
-    for row, k in enumerate(keys):
-        for t, v in m.queues[k]:
-            col = min(bins - 1, max(0, int((t - t0) / width)))
-            grid[row][col] = max(grid[row][col], v)
-    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="magma_r",
+    image = ax.imshow(masked, aspect="auto", interpolation="nearest", cmap=cmap,
                       extent=(0, bins * width, len(keys) - 0.5, -0.5), vmin=0, vmax=peak)
     step = max(1, len(keys) // 24)
     ax.set_yticks(range(0, len(keys), step))
     ax.set_yticklabels([names.get(k, k) for k in keys[::step]], fontsize=5)
+    gaps = sum(1 for col in zip(*grid, strict=True) if all(v is None for v in col))
+    if gaps:
+        ax.text(1.0, 1.02, f"grey: no sample ({gaps} of {bins} intervals)", fontsize=6,
+                ha="right", va="bottom", transform=ax.transAxes)
     return image
 
 

@@ -39,7 +39,12 @@ from topologies.hostprocs import (
 from topologies.monitor import FabricMonitor
 from topologies.network import FabricNet
 from topologies.report import RunMetrics, format_summary, link_accounting, write_report
-from topologies.validity import loss_problems, over_rate_problems, service_problems
+from topologies.validity import (
+    loss_problems,
+    over_rate_problems,
+    service_problems,
+    switch_drops,
+)
 from topologies.workloads import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -282,19 +287,9 @@ class FabricRun:
         stats = {name: a.stats() for name, a in self.admins.items()}
         service: dict[str, dict[int, dict[str, Any]]] = {}
         for name, st in stats.items():
-            drops = dict(counters.get(name, {}))
+            m.drops[name] = switch_drops(counters.get(name, {}), st)
             if st is not None:
-                ports = {int(p): v for p, v in st.get("ports", {}).items()}
-                service[name] = ports
-                # Only what the target measures: BMv2 has no queue-drop counter, and an
-                # unmeasured figure must not read as 0.
-                if any("queue_drops" in v for v in ports.values()):
-                    drops["queue_drops"] = sum(int(v.get("queue_drops", 0))
-                                               for v in ports.values())
-                if any("rx_dropped_malformed" in v for v in ports.values()):
-                    drops["malformed"] = sum(int(v.get("rx_dropped_malformed", 0))
-                                             for v in ports.values())
-            m.drops[name] = drops
+                service[name] = {int(p): v for p, v in st.get("ports", {}).items()}
         self._add_unread_frames(m, service)
         # A port whose link was failed on purpose cannot serve its rate: not the machine's fault.
         excluded = self._failed_ports()

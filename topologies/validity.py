@@ -43,6 +43,22 @@ def retransmission_totals(flows: Mapping[str, Mapping[str, Any]]) -> tuple[int, 
     return retx, (sum(int(s) for s in sent) if sent and None not in sent else None)
 
 
+def switch_drops(counters: Mapping[str, Any], stats: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A switch's drop figures: its program's counters, plus what the target itself counts.
+    BMv2 has no stats (None) and no queue-drop counter: its figure stays unmeasured, never
+    0. p4sim lists the ports it has seen traffic on; one that saw none (a switch no flow
+    crossed) dropped nothing, measured."""
+    drops = dict(counters)
+    if stats is None:
+        return drops
+    ports = list(stats.get("ports", {}).values())
+    if not ports or any("queue_drops" in v for v in ports):
+        drops["queue_drops"] = sum(int(v.get("queue_drops", 0)) for v in ports)
+    if not ports or any("rx_dropped_malformed" in v for v in ports):
+        drops["malformed"] = sum(int(v.get("rx_dropped_malformed", 0)) for v in ports)
+    return drops
+
+
 def queue_drops_measured(drops: Mapping[str, Mapping[str, Any]]) -> bool:
     """Whether every switch reported its queue (tail) drops; BMv2 has no such counter."""
     return bool(drops) and all("queue_drops" in d for d in drops.values())

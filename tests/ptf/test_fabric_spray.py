@@ -65,6 +65,12 @@ class SprayTest(FabricTest):
         self.assertEqual(sum(per_port.values()), len(cells), f"frames per port: {per_port}")
         return per_port
 
+    def assert_within_half_of_even(self, per_port: Counter) -> None:
+        share = sum(per_port.values()) / len(PORTS)
+        for p in PORTS:
+            self.assertGreaterEqual(per_port[p], 0.5 * share, f"{per_port}")
+            self.assertLessEqual(per_port[p], 1.5 * share, f"{per_port}")
+
 
 class SprayEvenWithinTolerance(SprayTest):
     """N cells of one flow (consecutive PSNs) land on every member of a 4-member `spray` group,
@@ -74,10 +80,7 @@ class SprayEvenWithinTolerance(SprayTest):
 
     def runTest(self) -> None:
         per_port = self.spray([roce_cell(psn) for psn in range(N_CELLS)])
-        share = N_CELLS / len(PORTS)
-        for p in PORTS:
-            self.assertGreaterEqual(per_port[p], 0.5 * share, f"{per_port}")
-            self.assertLessEqual(per_port[p], 1.5 * share, f"{per_port}")
+        self.assert_within_half_of_even(per_port)
         self.assertEqual(self.counter(C_CELLS, CELL_OK)[0], N_CELLS)
 
 
@@ -128,10 +131,7 @@ class FeedbackSprayedLikeCells(SprayTest):
     def runTest(self) -> None:
         ok0, bad0 = self.counter(C_CELLS, CELL_OK)[0], self.counter(C_CELLS, CELL_BAD_LENGTH)[0]
         per_port = self.spray([roce_ack(psn) for psn in range(N_CELLS)])
-        share = N_CELLS / len(PORTS)
-        for p in PORTS:
-            self.assertGreaterEqual(per_port[p], 0.5 * share, f"{per_port}")
-            self.assertLessEqual(per_port[p], 1.5 * share, f"{per_port}")
+        self.assert_within_half_of_even(per_port)
         self.assertEqual(self.counter(C_CELLS, CELL_OK)[0], ok0)
         self.assertEqual(self.counter(C_CELLS, CELL_BAD_LENGTH)[0], bad0)
 

@@ -210,3 +210,16 @@ def test_goodput_fraction_times_a_shared_bottleneck_from_its_first_sender() -> N
     assert goodput_fraction(m) == pytest.approx(1.0)
     m.flows["h2->h3"]["flow_time_s"] = 1.5  # it took 0.5 s longer than it had to
     assert goodput_fraction(m) == pytest.approx(2.5 / 3.0)
+
+
+def test_queue_heatmap_leaves_intervals_without_a_sample_empty_not_zero() -> None:
+    # A monitor that fell behind (one round of reads took 16 s on real BMv2) has no sample for
+    # most of the run: painting those intervals as empty queues would show a fabric that
+    # drained at once.
+    from topologies.plots import depth_grid
+
+    series = [[[100.0, 3], [100.4, 5], [109.0, 0]], [[100.1, 1]]]
+    grid = depth_grid(series, 100.0, 10.0, 10)
+    assert grid[0][0] == 5 and grid[0][9] == 0  # the deepest sample of an interval
+    assert grid[0][1:9] == [None] * 8
+    assert grid[1][0] == 1 and grid[1][1:] == [None] * 9

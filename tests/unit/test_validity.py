@@ -17,3 +17,22 @@ def test_a_link_that_carried_more_than_its_line_invalidates_the_run() -> None:
     (reason,) = over_rate_problems(acct["directions"])
     assert reason.startswith("l1->s1: carried 115.0% of its line rate")
     assert over_rate_problems({"a->b": {"offered": 1.0}, "b->a": {"offered": None}}) == []
+
+
+def test_a_p4sim_switch_no_flow_crossed_dropped_nothing_measured() -> None:
+    # p4sim lists only the ports it saw traffic on. An incast leaves some switches of a
+    # fat-tree idle; their drop figure is 0, measured, not unknown (unknown would make every
+    # retransmission of the run look like a switch that did not keep up).
+    from topologies.validity import loss_problems, switch_drops
+
+    idle = switch_drops({"ecn_marks": 0}, {"ports": {}})
+    busy = switch_drops({"ecn_marks": 3}, {"ports": {"1": {"queue_drops": 5,
+                                                           "rx_dropped_malformed": 1}}})
+    assert idle["queue_drops"] == 0 and idle["malformed"] == 0
+    assert busy["queue_drops"] == 5 and busy["malformed"] == 1 and busy["ecn_marks"] == 3
+    flows = {"h2->h1": {"retransmits": 7, "cells_sent": 100}}
+    assert loss_problems("embedded", {"e11": busy, "e42": idle}, flows) == []
+    # BMv2 counts no queue drops at all: unmeasured, and resends then make the run invalid
+    bmv2 = switch_drops({"ecn_marks": 0}, None)
+    assert "queue_drops" not in bmv2
+    assert loss_problems("bmv2", {"e11": bmv2}, flows)

@@ -196,8 +196,7 @@ def _heatmap(ax, m: RunMetrics, keys: list[str], t0: float, t_end: float, peak: 
     grid = depth_grid([m.queues[k] for k in keys], t0, t_end, bins)
     masked = np.ma.masked_invalid(np.array([[np.nan if v is None else v for v in row]
                                             for row in grid], dtype=float))
-    cmap = mpl.colormaps["magma_r"].copy()
-    cmap.set_bad("#d0d0d0")  # grey: no sample in that interval
+    cmap = mpl.colormaps["magma_r"].with_extremes(bad="#d0d0d0")  # grey: no sample there
     width = max(t_end, 1e-3) / bins
     image = ax.imshow(masked, aspect="auto", interpolation="nearest", cmap=cmap,
                       extent=(0, bins * width, len(keys) - 0.5, -0.5), vmin=0, vmax=peak)

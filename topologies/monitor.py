@@ -96,9 +96,6 @@ class FabricMonitor:
         self.tx: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
         self.depth: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
         self.errors: list[str] = []
-        # When data first moved through the fabric (more than a trickle of ARP or probes).
-        self.first_traffic: float | None = None
-        self._baseline: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ports = {sw: sorted(lk.a_port if lk.a == sw else lk.b_port
@@ -155,15 +152,9 @@ class FabricMonitor:
                                for p in self.ports[conn.name]))
 
         now = time.time()
-        total = 0
         for name, entries in self.fabric.run(read_tx, "counter read").items():
             for e in entries:
                 self.tx[(name, e.index)].append((now, e.packets))
-                total += e.packets
-        if self._baseline is None:
-            self._baseline = total
-        elif self.first_traffic is None and total - self._baseline > 20:
-            self.first_traffic = now
         # every switch at once: a BMv2 read waits on its CLI process, one after another 20
         # of them took seconds on a loaded machine
         with ThreadPoolExecutor(max_workers=max(1, min(32, len(self.admins)))) as pool:

@@ -107,7 +107,6 @@ class FabricRun:
         self.traffic_start: float | None = None
         self.load_after: linkload.Snapshot | None = None
         self._timers: list[threading.Timer] = []
-        self._timers_started = False
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -234,21 +233,19 @@ class FabricRun:
         start_together(plan, self.cfg.run_dir / "hosts", self._start)
         if self.traffic_start is None:
             self.traffic_start = time.time()  # no data can move before the senders go
+        if plan.index == 0:
+            # Failure times (and the plots' time axis) count from the moment the senders go,
+            # so that "l1-s1@2" hits traffic two seconds in, whatever process start-up took.
+            self.t0 = self.traffic_start
+            for t in self._timers:
+                t.daemon = True
+                t.start()
         # Offered load spreads the messages' arrivals out: the limit counts from the last
         # (twice the mean window: a Poisson window that long is rare).
         deadline = time.time() + self.cfg.step_timeout_s + 2 * expected_arrival_s(
             self.topo, self.cfg.workload.steps[plan.index], self.cfg.cc)
         last = 0.0
         while time.time() < deadline:
-            if plan.index == 0 and self._timers and not self._timers_started \
-                    and self.monitor is not None and self.monitor.first_traffic is not None:
-                self._timers_started = True
-                # Failure times count from the first data through the fabric, so that
-                # "l1-s1@2" hits traffic two seconds in, whatever process start-up took.
-                self.t0 = self.monitor.first_traffic
-                for t in self._timers:
-                    t.daemon = True
-                    t.start()
             running = [hp for hp in plan.senders + plan.receivers if hp.proc.poll() is None]
             if not running:
                 break

@@ -262,14 +262,13 @@ def start_together(plan: StepPlan, logs: Path, start: Any,
     not waited for: it is reported with its log as before."""
     go = logs / f"step{plan.index}.go"
     hosts = plan.receivers + plan.senders
-    ready = {id(hp): hp.metrics.with_suffix(".ready") for hp in hosts}
-    for hp in plan.receivers:
-        start(hp, logs / f"{hp.metrics.stem}.log", ["--ready-file", str(ready[id(hp)])])
-    for hp in plan.senders:
+    for hp in hosts:
+        gate = ["--start-when", str(go)] if hp.transfer is not None else []  # senders
         start(hp, logs / f"{hp.metrics.stem}.log",
-              ["--ready-file", str(ready[id(hp)]), "--start-when", str(go)])
+              ["--ready-file", str(hp.metrics.with_suffix(".ready")), *gate])
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not all(
-            ready[id(hp)].exists() or hp.proc.poll() is not None for hp in hosts):
+            hp.metrics.with_suffix(".ready").exists() or hp.proc.poll() is not None
+            for hp in hosts):
         time.sleep(0.02)
     go.touch()

@@ -101,13 +101,16 @@ class FabricMonitor:
         self.ports = {sw: sorted(lk.a_port if lk.a == sw else lk.b_port
                                  for lk in topo.links_of(sw)) for sw in topo.switches}
         self._cli: dict[str, _CliSession] = {}  # BMv2 switches: queue depth via the CLI
+        # the queue-depth reads of one sample, all switches at once (threads start on use)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, len(admins))),
+                                        thread_name_prefix="monitor-read")
 
     def start(self) -> None:
         # BMv2's CLI sessions start now, all at once: started by the first sample, one after
         # another, 20 of them took that sample 10.7 s, the whole of a fat-tree's workload.
         for name, admin in self.admins.items():
-            if admin.target == "bmv2" and name not in self._cli:
-                self._cli[name] = _CliSession(admin.thrift_port)
+            if admin.target == "bmv2":
+                self._session(name, admin)
         self._thread = threading.Thread(target=self._loop, name="fabric-monitor", daemon=True)
         self._thread.start()
 
@@ -115,17 +118,21 @@ class FabricMonitor:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=10)
+        self._pool.shutdown(wait=True)
         for cli in self._cli.values():
             cli.close()
         self._cli.clear()
+
+    def _session(self, name: str, admin: SwitchAdmin) -> _CliSession:
+        if name not in self._cli:
+            self._cli[name] = _CliSession(admin.thrift_port)
+        return self._cli[name]
 
     def _depths(self, name: str, admin: SwitchAdmin) -> dict[int, int] | None:
         """Queue depth per port: p4sim's traffic manager, or on BMv2 (no stats command)
         fabric.p4's port_qdepth register, the deq_qdepth of the latest packet per port."""
         if admin.target == "bmv2":
-            if name not in self._cli:
-                self._cli[name] = _CliSession(admin.thrift_port)
-            cells = self._cli[name].register_read(QDEPTH_REGISTER)
+            cells = self._session(name, admin).register_read(QDEPTH_REGISTER)
             if cells is None:
                 raise RuntimeError(f"{name}: simple_switch_CLI register_read "
                                    f"{QDEPTH_REGISTER}: no answer")
@@ -157,9 +164,8 @@ class FabricMonitor:
                 self.tx[(name, e.index)].append((now, e.packets))
         # every switch at once: a BMv2 read waits on its CLI process, one after another 20
         # of them took seconds on a loaded machine
-        with ThreadPoolExecutor(max_workers=max(1, min(32, len(self.admins)))) as pool:
-            reads = {name: pool.submit(self._depths, name, admin)
-                     for name, admin in self.admins.items()}
+        reads = {name: self._pool.submit(self._depths, name, admin)
+                 for name, admin in self.admins.items()}
         for name, fut in reads.items():
             for port, depth in (fut.result() or {}).items():
                 self.depth[(name, port)].append((now, depth))

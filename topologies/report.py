@@ -173,15 +173,15 @@ def goodput_fraction(m: RunMetrics) -> float:
         rec = m.flows.get(key, {}) if len(steps) == 1 else {}
         flow_time = rec.get("flow_time_s") or max(x["fct_s"] for x in msgs)
         base = min(x.get("base_latency_s") or 0.0 for x in msgs)
-        own = sum((x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
-                  for x in msgs)
+        # a message's cells at its own pace: its ideal less the idle path, per share
+        paced = [(x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
+                 for x in msgs]
         g = groups.setdefault((step, msgs[0].get("bottleneck") or key), _Bottleneck())
-        g.work += sum(x["work_s"] if x.get("work_s") is not None else
-                      (x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
-                      for x in msgs)
+        g.work += sum(x["work_s"] if x.get("work_s") is not None else own
+                      for x, own in zip(msgs, paced, strict=True))
         g.base = min(g.base, base)
         g.slot = min(g.slot, min(x.get("slot_s") or 0.0 for x in msgs))
-        g.members.append((rec.get("flow_start_s"), flow_time, own))
+        g.members.append((rec.get("flow_start_s"), flow_time, sum(paced)))
     totals = [g.ideal_and_actual() for g in groups.values()]
     actual = sum(a for _, a in totals)
     return sum(i for i, _ in totals) / actual if actual else 0.0

@@ -38,12 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
-from controlplane.topogen import generate  # noqa: E402
-from controlplane.topology import Topology, load_topology  # noqa: E402
-from topologies.report import RunMetrics, goodput_fraction  # noqa: E402
-from topologies.run_cli import parse_fail  # noqa: E402
-from topologies.runner import RunConfig, RunError, execute  # noqa: E402
-from topologies.workloads import (  # noqa: E402
+from cellfabric.core.report import RunMetrics, goodput_fraction  # noqa: E402
+from cellfabric.core.workloads import (  # noqa: E402
     Step,
     Transfer,
     Workload,
@@ -51,6 +47,10 @@ from topologies.workloads import (  # noqa: E402
     permutation,
     ring_allreduce,
 )
+from cellfabric.emulation.runner import RunConfig, RunError, execute  # noqa: E402
+from cellfabric.run_cli import parse_fail  # noqa: E402
+from topologies.generators import generate  # noqa: E402
+from topologies.model import Topology, load_topology  # noqa: E402
 
 SPRAYS = ["ecmp", "spray", "round-robin", "adaptive"]
 CCS = ["none", "dcqcn", "hpcc", "credit"]

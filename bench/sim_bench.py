@@ -35,12 +35,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
-from controlplane.topogen import generate  # noqa: E402
-from topologies.report import goodput_fraction  # noqa: E402
-from topologies.run_cli import pods_of_leaves  # noqa: E402
-from topologies.sim.hostplan import SimSettings  # noqa: E402
-from topologies.sim.run import SimConfig, execute_sim  # noqa: E402
-from topologies.workloads import incast, permutation, ring_allreduce, ring_order  # noqa: E402
+from cellfabric.core.report import goodput_fraction  # noqa: E402
+from cellfabric.core.workloads import incast, permutation, ring_allreduce, ring_order  # noqa: E402
+from cellfabric.run_cli import pods_of_leaves  # noqa: E402
+from cellfabric.sim.hostsetup import SimSettings  # noqa: E402
+from cellfabric.sim.run import SimConfig, execute_sim  # noqa: E402
+from topologies.generators import generate  # noqa: E402
 
 SETTINGS = SimSettings(link_rate_bps=100_000_000_000, hop_delay_ns=1000,
                        buffer_bytes=512 * 1024, seed=1, scale_ecn=True)

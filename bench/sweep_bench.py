@@ -32,10 +32,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
+from cellfabric.sweep.executors import DaskExecutor, LocalExecutor  # noqa: E402
+from cellfabric.sweep.runner import run_sweep  # noqa: E402
+from cellfabric.sweep.spec import parse_spec  # noqa: E402
 from netlab.daskcluster import LocalDaskCluster  # noqa: E402
-from topologies.sweep.executors import DaskExecutor, LocalExecutor  # noqa: E402
-from topologies.sweep.runner import run_sweep  # noqa: E402
-from topologies.sweep.spec import parse_spec  # noqa: E402
 
 # A task that does a fixed amount of work (WORK iterations) and writes a metrics.json.
 CPU_TASK = r"""

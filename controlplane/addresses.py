@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.errors import ControlPlaneError
-from controlplane.topology import GRPC_BASE, THRIFT_BASE
+from topologies.model import GRPC_BASE, THRIFT_BASE
 
 
 class TopologyAddressError(ControlPlaneError):
@@ -47,7 +47,7 @@ def topology_addresses(path: str | Path, grpc_base: int = GRPC_BASE,
     raw = _raw_switches(path)
     device_ids: dict[str, int] = {}
     try:
-        from controlplane.topology import TopologyError, load_topology
+        from topologies.model import TopologyError, load_topology
     except ImportError:
         load_topology = None  # type: ignore[assignment]
     if load_topology is not None and not any("grpc" in s for s in raw):

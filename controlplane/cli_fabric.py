@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
 def _load(args: argparse.Namespace) -> tuple[Any, Fabric, dict[str, str]]:
     if not args.topology:
         raise UsageError("fabric: needs --topology FILE")
-    from controlplane.topology import TopologyError, load_topology
+    from topologies.model import TopologyError, load_topology
 
     try:
         topo = load_topology(args.topology)

@@ -27,7 +27,7 @@ from controlplane.entities import (
 from controlplane.fabric import Fabric
 from controlplane.fabric_plan import P_SELECTOR, SwitchPlan, plan_fabric
 from controlplane.state import identity
-from controlplane.topology import Topology
+from topologies.model import Topology
 
 QueueSetter = Callable[[str, int, int, int], None]  # (switch, port, rate_pps, depth)
 

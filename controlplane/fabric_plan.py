@@ -25,7 +25,6 @@ from controlplane.entities import (
     Replica,
     TableEntry,
 )
-from controlplane.topology import Topology, router_mac
 
 # The wire contract with fabric.p4 and the hosts lives once, in hosts.wire (constants only).
 from hosts.wire import (
@@ -36,6 +35,7 @@ from hosts.wire import (
     OP_CNP,
     TELEMETRY_REPORT_PORT,
 )
+from topologies.model import Topology, router_mac
 
 SPRAY_MODE_VALUE = {"ecmp": 0, "spray": 1, "round-robin": 2, "adaptive": 3}
 ADAPTIVE_BUCKETS = 16

@@ -1,1 +1,3 @@
-
+"""The topology model (switches, links, rates, hosts, tenants), its generators (fat-tree,
+Clos, leaf-spine) and the shipped YAML files. Near the bottom of the layers: it imports nothing
+of p4sim, controlplane or the harness; they all may import it."""

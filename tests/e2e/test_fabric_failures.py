@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
 
-from controlplane.topology import QueueSpec, load_topology
+from cellfabric.core.workloads import permutation
+from cellfabric.emulation.runner import RunConfig, execute
+from cellfabric.run_cli import parse_fail
 from netlab.hosts import existing_links
-from topologies.run_cli import parse_fail
-from topologies.runner import RunConfig, execute
-from topologies.workloads import permutation
+from topologies.model import QueueSpec, load_topology
 
 pytestmark = [pytest.mark.mininet,
               pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root")]

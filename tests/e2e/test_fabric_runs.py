@@ -15,13 +15,13 @@ import pytest
 
 pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
 
+from cellfabric.core.report import RunMetrics
+from cellfabric.core.workloads import Step, Transfer, Workload, incast, permutation
+from cellfabric.emulation.runner import RunConfig, execute
+from cellfabric.run_cli import parse_fail
 from controlplane.fabric_plan import hash_salt
-from controlplane.topology import Topology, load_topology
 from netlab.hosts import existing_links
-from topologies.report import RunMetrics
-from topologies.run_cli import parse_fail
-from topologies.runner import RunConfig, execute
-from topologies.workloads import Step, Transfer, Workload, incast, permutation
+from topologies.model import Topology, load_topology
 
 pytestmark = [pytest.mark.mininet,
               pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root")]

@@ -21,12 +21,12 @@ import pytest
 
 pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
 
-from controlplane.topogen import generate
-from controlplane.topology import Topology
+from cellfabric.core.report import RunMetrics
+from cellfabric.core.workloads import Step, Transfer, Workload
+from cellfabric.emulation.runner import RunConfig, execute
 from netlab.hosts import existing_links
-from topologies.report import RunMetrics
-from topologies.runner import RunConfig, execute
-from topologies.workloads import Step, Transfer, Workload
+from topologies.generators import generate
+from topologies.model import Topology
 
 pytestmark = [pytest.mark.mininet,
               pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root")]

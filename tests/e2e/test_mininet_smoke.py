@@ -12,7 +12,7 @@ mininet_net = pytest.importorskip("mininet.net", reason="Mininet (Debian package
 
 from mininet.net import Mininet  # noqa: E402
 
-from topologies.nodes import ForwarderSwitch  # noqa: E402
+from cellfabric.emulation.nodes import ForwarderSwitch  # noqa: E402
 
 pytestmark = pytest.mark.mininet
 

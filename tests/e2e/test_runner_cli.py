@@ -17,7 +17,7 @@ from netlab.hosts import existing_links, wait_until
 
 pytestmark = [pytest.mark.mininet,
               pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root")]
-CELLFABRIC = [sys.executable, "-m", "topologies.cli"]
+CELLFABRIC = [sys.executable, "-m", "cellfabric.cli"]
 
 
 def _procs_mentioning(text: str) -> list[str]:

@@ -22,8 +22,8 @@ import pytest
 
 pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
 
-from topologies.run_cli import run_main
-from topologies.sim.cli import sim_main
+from cellfabric.run_cli import run_main
+from cellfabric.sim.cli import sim_main
 
 pytestmark = [pytest.mark.mininet,
               pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root")]

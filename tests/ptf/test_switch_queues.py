@@ -172,7 +172,7 @@ PACED = 4  # feedback frames in the burst
 
 
 class FeedbackQueueAddressedByItsPriority(QueueTest):
-    """The runner's queue addressing (topologies.admin.SwitchAdmin.queue_index: the priority
+    """The runner's queue addressing (cellfabric.emulation.admin.SwitchAdmin.queue_index: the priority
     argument `cellfabric run` gives simple_switch_CLI's ``set_queue_rate`` per priority) reaches
     the queue that holds that P4 priority. The feedback queue is set to FEEDBACK_PPS through
     it and the data queue left unlimited: frames of the feedback priority must leave at least
@@ -182,8 +182,8 @@ class FeedbackQueueAddressedByItsPriority(QueueTest):
     slow machine only spaces them further, so nothing asserts on speed."""
 
     def runTest(self) -> None:
+        from cellfabric.emulation.admin import SwitchAdmin
         from controlplane.fabric_plan import FEEDBACK_PRIORITY
-        from topologies.admin import SwitchAdmin
 
         params = testutils.test_params_get()
         queues = int(params.get("priority_queues", 0) or 0)

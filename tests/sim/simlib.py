@@ -8,11 +8,11 @@ from typing import Any
 
 import yaml
 
-from controlplane.topology import load_topology, router_mac
+from cellfabric.core.workloads import Workload
+from cellfabric.sim.hostsetup import SimSettings
+from cellfabric.sim.run import SimConfig, SimRun
 from hosts.cells import CellTemplate
-from topologies.sim.hostplan import SimSettings
-from topologies.sim.run import SimConfig, SimRun
-from topologies.workloads import Workload
+from topologies.model import load_topology, router_mac
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from topologies.sim.cli import sim_main
+from cellfabric.sim.cli import sim_main
 
 INCAST = ["fat-tree", "--workload", "incast", "--senders", "15", "--size", "65536",
           "--count", "1", "--cc", "credit", "--spray", "spray"]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.topology import load_topology
-from topologies.sim.cli import sim_main
-from topologies.sim.hostplan import SimSettings, cell_frame_bytes, dcqcn_ecn_profile
+from cellfabric.sim.cli import sim_main
+from cellfabric.sim.hostsetup import SimSettings, cell_frame_bytes, dcqcn_ecn_profile
+from topologies.model import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from simlib import bring_up, capture, leaf_spine, send_cells, template
 
-from controlplane.topology import router_mac
 from hosts import wire
 from hosts.cells import CellTemplate, parse_roce
 from hosts.layers import parse_int_block
+from topologies.model import router_mac
 
 RATE = 8_000_000_000  # 8 Gb/s: one byte per nanosecond, so serialization is whole ns
 DELAY = 1000  # ns per link

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from topologies.sim.cli import sim_main
+from cellfabric.sim.cli import sim_main
 
 ROOT = Path(__file__).resolve().parents[2]
 INCAST = ["--workload", "incast", "--senders", "2", "--size", "65536", "--count", "1",

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from simlib import bring_up, leaf_spine
 
-from controlplane.topology import router_mac
+from cellfabric.core.report import accounting_of
+from cellfabric.sim.cli import sim_main
+from cellfabric.sim.run import SimRun
 from hosts.cells import CellTemplate
-from topologies.report import accounting_of
-from topologies.sim.cli import sim_main
-from topologies.sim.run import SimRun
+from topologies.model import router_mac
 
 RATE = 8_000_000_000  # 8 Gb/s: one byte per nanosecond
 DELAY = 1000  # ns per link

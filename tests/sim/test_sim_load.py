@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from topologies.sim.cli import sim_main
+from cellfabric.sim.cli import sim_main
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from topologies.sim.cli import sim_main
+from cellfabric.sim.cli import sim_main
 
 SMALL = ["leaf-spine", "--size", "16384", "--count", "1", "--quiet", "--cc", "dcqcn"]
 

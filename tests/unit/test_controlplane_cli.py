@@ -345,7 +345,7 @@ def test_topology_names_a_switch(sw: Target, capsys, tmp_path: Path) -> None:
 
 def test_topology_file_without_addresses_uses_the_runner_ports() -> None:
     from controlplane.addresses import GRPC_BASE, THRIFT_BASE, topology_addresses
-    from controlplane.topology import load_topology
+    from topologies.model import load_topology
 
     path = Path(__file__).parents[2] / "topologies" / "leaf-spine.yaml"
     topo = load_topology(path)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.topology import load_topology
+from cellfabric.core.hostplan import host_cli, plan_step
+from cellfabric.core.workloads import make_workload
+from cellfabric.run_cli import parse_credit_unscheduled
 from hosts.cli import parse_host_args, receiver_config, sender_config
-from topologies.hostprocs import host_cli, plan_step
-from topologies.run_cli import parse_credit_unscheduled
-from topologies.workloads import make_workload
+from topologies.model import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 LEAF = {"h1": "l1", "h2": "l1", "h3": "l2", "h4": "l2"}

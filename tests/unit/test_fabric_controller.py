@@ -12,9 +12,9 @@ from controlplane.entities import ActionProfileGroup, TableEntry
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FabricController
 from controlplane.fabric_plan import T_GROUP_MODE, T_LPM, next_hops, plan_fabric
-from controlplane.topology import load_topology, parse_topology
 from netlab.hosts import free_port, tcp_accepts, wait_until
 from netlab.targets import compile_p4
+from topologies.model import load_topology, parse_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 LEAF_SPINE = ROOT / "topologies" / "leaf-spine.yaml"

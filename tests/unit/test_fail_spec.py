@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.topology import load_topology
-from topologies.run_cli import parse_fail
+from cellfabric.run_cli import parse_fail
+from topologies.model import load_topology
 
 FAT_TREE = load_topology(Path(__file__).resolve().parents[2] / "topologies" / "fat-tree.yaml")
 

@@ -8,11 +8,11 @@ from collections import namedtuple
 
 import pytest
 
+from cellfabric.core.linkload import last_slot_s
+from cellfabric.core.report import link_accounting
 from controlplane.fabric_plan import queue_shares
-from controlplane.topogen import generate
 from p4sim.switch.tm import NS, TrafficManager
-from topologies.linkload import last_slot_s
-from topologies.report import link_accounting
+from topologies.generators import generate
 
 Item = namedtuple("Item", "prio length")
 RATE = 200  # packets per second, the topology's link rate

@@ -1,11 +1,11 @@
-"""Frames a switch's interface received but its pipeline never counted (topologies.linkload)."""
+"""Frames a switch's interface received but its pipeline never counted (cellfabric.core.linkload)."""
 
 from __future__ import annotations
 
 import re
 
-from topologies.linkload import unread_frames
-from topologies.report import RunMetrics, format_summary, summarize
+from cellfabric.core.linkload import unread_frames
+from cellfabric.core.report import RunMetrics, format_summary, summarize
 
 
 def _snap(rx: dict) -> dict:

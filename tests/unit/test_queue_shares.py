@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from cellfabric.core.hostplan import host_line_rate
+from cellfabric.emulation import admin as admin_mod
+from cellfabric.emulation.admin import SwitchAdmin
 from controlplane.fabric_plan import (
     FEEDBACK_PRIORITY,
     data_rate,
     queue_shares,
     separately_paced_rates,
 )
-from controlplane.topogen import generate
 from hosts.wire import ACK_EVERY
-from topologies import admin as admin_mod
-from topologies.admin import SwitchAdmin
-from topologies.hostprocs import host_line_rate
+from topologies.generators import generate
 
 
 @pytest.mark.parametrize("line", [5, 100, 200, 333, 5000])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from topologies.report import (
+from cellfabric.core.report import (
     RunMetrics,
     format_summary,
     goodput_fraction,
@@ -18,7 +18,7 @@ from topologies.report import (
     summarize,
     write_report,
 )
-from topologies.validity import service_problems
+from cellfabric.core.validity import service_problems
 
 
 def _metrics() -> RunMetrics:
@@ -143,7 +143,7 @@ def test_bmv2_unmeasured_figures_are_unknown_and_retransmissions_invalidate() ->
     """BMv2 counts no queue drops: the report must not print 0 for them, and host-side
     retransmissions then make the run invalid (congestion cannot be told from a switch that
     fell behind); with no retransmission at all, no cell was lost."""
-    from topologies.validity import loss_problems
+    from cellfabric.core.validity import loss_problems
 
     m = _metrics()
     m.drops = {"s1": {"l2_miss": 2}, "l1": {"ecn_marks": 4}}  # what BMv2's counters give
@@ -216,7 +216,7 @@ def test_queue_heatmap_leaves_intervals_without_a_sample_empty_not_zero() -> Non
     # A monitor that fell behind (one round of reads took 16 s on real BMv2) has no sample for
     # most of the run: painting those intervals as empty queues would show a fabric that
     # drained at once.
-    from topologies.plots import depth_grid
+    from cellfabric.core.plots import depth_grid
 
     series = [[[100.0, 3], [100.4, 5], [109.0, 0]], [[100.1, 1]]]
     grid = depth_grid(series, 100.0, 10.0, 10)

@@ -10,7 +10,7 @@ import json
 import pytest
 from sweep_helpers import run_sweep, write_spec
 
-from topologies.sweep.spec import load_spec
+from cellfabric.sweep.spec import load_spec
 
 pytestmark = pytest.mark.timeout(240)
 

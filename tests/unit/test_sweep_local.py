@@ -209,8 +209,8 @@ def test_second_sweep_in_the_same_folder_is_refused(tmp_path):
 
 
 def test_plots_take_seeds_with_equal_figures(tmp_path):
-    from topologies.sweep.results import write_plots
-    from topologies.sweep.spec import PlotSpec
+    from cellfabric.sweep.results import write_plots
+    from cellfabric.sweep.spec import PlotSpec
 
     # three seeds with the same figure: (0.1 + 0.1 + 0.1) / 3 rounds above 0.1, which must not
     # become a negative error bar
@@ -224,8 +224,8 @@ def test_plots_take_seeds_with_equal_figures(tmp_path):
 
 
 def test_plot_series_split_only_by_parameters_that_vary_within_a_point():
-    from topologies.sweep.results import plot_series
-    from topologies.sweep.spec import PlotSpec
+    from cellfabric.sweep.results import plot_series
+    from cellfabric.sweep.spec import PlotSpec
 
     def row(senders, topo, cc, seed, y, count=1):
         return {"status": "ok", "group": "incast", "senders": senders, "topology": topo,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from topologies.sweep.spec import SpecError, load_spec, parse_spec
+from cellfabric.sweep.spec import SpecError, load_spec, parse_spec
 
 SPEC = Path("exp.yaml")
 

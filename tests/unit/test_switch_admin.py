@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from cellfabric.emulation.admin import AdminError as SwitchAdminError
+from cellfabric.emulation.admin import SwitchAdmin
 from controlplane.admin import AdminChannel, AdminError, exchange
 from p4sim.switch.admin import AdminServer, request
 from p4sim.switch.ctl import main as ctl_main
 from p4sim.switch.dataplane import DataPlane
-from topologies.admin import AdminError as SwitchAdminError
-from topologies.admin import SwitchAdmin
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from collections import Counter
 
 from controlplane.entities import TableEntry
 from controlplane.fabric_plan import T_GROUP_MODE, hash_salt, next_hops, plan_fabric
-from controlplane.topogen import generate
+from topologies.generators import generate
 
 
 def _key(fields: bytes, salt: int) -> int:

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from controlplane.fabric_plan import next_hops
-from controlplane.topogen import generate, parse_spec, to_yaml
-from controlplane.topology import TopologyError, load_topology, parse_topology
+from topologies.generators import generate, parse_spec, to_yaml
+from topologies.model import TopologyError, load_topology, parse_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,10 +102,10 @@ def test_bad_specs(spec: str, words: str) -> None:
 
 def test_topo_command_writes_loadable_yaml(tmp_path: Path) -> None:
     out = tmp_path / "ft.yaml"
-    done = subprocess.run([sys.executable, "-m", "topologies.cli", "topo", "fat-tree", "--k", "4",
+    done = subprocess.run([sys.executable, "-m", "cellfabric.cli", "topo", "fat-tree", "--k", "4",
                            "-o", str(out)], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     assert len(load_topology(out).switches) == 20
-    bad = subprocess.run([sys.executable, "-m", "topologies.cli", "topo", "fat-tree", "--k", "3"],
+    bad = subprocess.run([sys.executable, "-m", "cellfabric.cli", "topo", "fat-tree", "--k", "3"],
                          capture_output=True, text=True, cwd=ROOT, check=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

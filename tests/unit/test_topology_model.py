@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controlplane.topology import TopologyError, load_topology, parse_topology
+from topologies.model import TopologyError, load_topology, parse_topology
 
 TOPO_DIR = Path(__file__).resolve().parents[2] / "topologies"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from topologies.report import link_accounting
-from topologies.validity import over_rate_problems
+from cellfabric.core.report import link_accounting
+from cellfabric.core.validity import over_rate_problems
 
 
 def test_a_link_that_carried_more_than_its_line_invalidates_the_run() -> None:
@@ -23,7 +23,7 @@ def test_a_p4sim_switch_no_flow_crossed_dropped_nothing_measured() -> None:
     # p4sim lists only the ports it saw traffic on. An incast leaves some switches of a
     # fat-tree idle; their drop figure is 0, measured, not unknown (unknown would make every
     # retransmission of the run look like a switch that did not keep up).
-    from topologies.validity import loss_problems, switch_drops
+    from cellfabric.core.validity import loss_problems, switch_drops
 
     idle = switch_drops({"ecn_marks": 0}, {"ports": {}})
     busy = switch_drops({"ecn_marks": 3}, {"ports": {"1": {"queue_drops": 5,

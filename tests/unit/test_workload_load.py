@@ -11,13 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from controlplane.topology import load_topology
+from cellfabric.core.hostplan import host_cli, plan_step
+from cellfabric.core.workloads import WorkloadError, make_workload
+from cellfabric.sim.cli import sim_main
 from hosts.arrivals import mean_gap_s, poisson_arrivals
 from hosts.cli import parse_host_args, sender_config
 from hosts.sender import Sender, SenderConfig
-from topologies.hostprocs import host_cli, plan_step
-from topologies.sim.cli import sim_main
-from topologies.workloads import WorkloadError, make_workload
+from topologies.model import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ["h1", "h2", "h3", "h4"]

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from topologies.workloads import (
+from cellfabric.core.workloads import (
     WorkloadError,
     all_to_all,
     incast,

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from controlplane.topology import Topology, TopologyError, parse_topology
+from topologies.model import Topology, TopologyError, parse_topology
 
 DEFAULT_RATE_PPS = 100
 DEFAULT_DEPTH = 64

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topologies.sweep import task as taskmod
+from cellfabric.sweep import task as taskmod
 
 
 class ExecutorError(RuntimeError):

@@ -10,34 +10,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from cellfabric.core.workloads import WORKLOADS, Workload, WorkloadError, make_workload
 from controlplane.errors import ControlPlaneError
-from controlplane.topogen import SPEC_HELP, generate, is_spec
-from controlplane.topology import CC_MODES, SPRAY_MODES, Topology, TopologyError, load_topology
 from netlab.targets import ToolchainError, resolve_target
-from topologies.workloads import WORKLOADS, Workload, WorkloadError, make_workload
-
-TOPO_DIR = Path(__file__).resolve().parent
-
-
-def find_topology(name: str) -> Path:
-    """A path, or the name of a file in topologies/ (with or without .yaml)."""
-    path = Path(name)
-    if path.exists():
-        return path
-    for candidate in (TOPO_DIR / name, TOPO_DIR / f"{name}.yaml"):
-        if candidate.exists():
-            return candidate
-    known = ", ".join(sorted(p.stem for p in TOPO_DIR.glob("*.yaml")))
-    raise TopologyError(f"{name}: no such topology file (shipped: {known}; or generate one: "
-                        f"{SPEC_HELP})")
-
-
-def resolve_topology(name: str) -> Topology:
-    """A topology file, a shipped name, or a generator spec such as ``fat-tree:k=4``."""
-    if is_spec(name) and not Path(name).exists():
-        return generate(name)
-    return load_topology(find_topology(name))
-
+from topologies.catalog import resolve_topology
+from topologies.generators import SPEC_HELP
+from topologies.model import CC_MODES, SPRAY_MODES, Topology, TopologyError
 
 TOPOLOGY_HELP = ("topology file, shipped name (leaf-spine, fat-tree, ...) or generator spec: "
                  + SPEC_HELP + "; default leaf-spine")
@@ -50,7 +28,7 @@ FAIL_HELP = ("LINK@T[:T_UP] or SWITCH@T[:T_UP]: bring a link (a-b) down, or a sw
 
 def parse_fail(spec: str, topo=None):
     """``l1-s1@2:5`` (a link) or, with the topology, ``c1@2`` (every link of switch c1)."""
-    from topologies.runner import LinkEvent
+    from cellfabric.emulation.runner import LinkEvent
 
     m = _FAIL.match(spec)
     if not m:
@@ -152,7 +130,7 @@ def run_main(argv: list[str]) -> int:
     ap.add_argument("--step-timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
     try:
-        from topologies.runner import RunConfig, RunError, execute, print_summary
+        from cellfabric.emulation.runner import RunConfig, RunError, execute, print_summary
 
         topo, workload, events = prepare_workload(args)
         target = resolve_target(args.target)
@@ -186,8 +164,8 @@ def cli_main(argv: list[str]) -> int:
     try:
         from mininet.cli import CLI
 
-        from topologies.runner import FabricRun, RunConfig, RunError
-        from topologies.workloads import Workload
+        from cellfabric.core.workloads import Workload
+        from cellfabric.emulation.runner import FabricRun, RunConfig, RunError
 
         topo = resolve_topology(args.topology)
         cfg = RunConfig(topo=topo, target=resolve_target(args.target),

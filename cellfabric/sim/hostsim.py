@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cellfabric.sim.engine import NS, Engine, to_ns
 from hosts import wire
 from hosts.cells import parse_roce
 from hosts.nic import NicPort
 from hosts.receiver import Receiver
 from hosts.sender import Sender
-from topologies.sim.engine import NS, Engine, to_ns
 
 SEND_BUFFER_BYTES = 4 << 20  # like the emulated NIC socket's send buffer: beyond, send fails
 

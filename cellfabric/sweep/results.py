@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from topologies.sweep.spec import REPLICATE, PlotSpec
+from cellfabric.sweep.spec import REPLICATE, PlotSpec
 
 FIXED = ["task", "group", "status", "rc", "duration_s", "worker", "error", "command"]
 

@@ -1,4 +1,4 @@
-"""A run's report: metrics.json, PNG plots (topologies.plots) and the summary printed at the end.
+"""A run's report: metrics.json, PNG plots (cellfabric.core.plots) and the summary printed at the end.
 
 The runner fills a ``RunMetrics`` (plain dicts and lists, so it is the JSON as-is); this module
 derives the headline figures from it and prints the summary. Figures are ratios to what the configuration allows (link capacity in packets per
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from topologies.validity import queue_drops_measured, retransmission_totals
+from cellfabric.core.validity import queue_drops_measured, retransmission_totals
 
 
 @dataclass
@@ -252,7 +252,7 @@ def write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None = No
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "metrics.json"
     path.write_text(json.dumps(asdict(m), indent=1, default=_json_default) + "\n")
-    from topologies.plots import write_plots
+    from cellfabric.core.plots import write_plots
 
     write_plots(m, run_dir)
     return path

@@ -8,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+from cellfabric.core.workloads import WorkloadError
 from controlplane.errors import ControlPlaneError
-from controlplane.topology import TopologyError
 from netlab.targets import ToolchainError
-from topologies.workloads import WorkloadError
+from topologies.model import TopologyError
 
 DEFAULT_LINK_RATE = "100G"
 DEFAULT_HOP_DELAY = "1us"
@@ -58,7 +58,7 @@ def parse_bytes(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from topologies.run_cli import add_workload_options
+    from cellfabric.run_cli import add_workload_options
 
     ap = argparse.ArgumentParser(prog="cellfabric sim", description=(
         "Run a workload through the fabric in simulated time: the same fabric.p4, controller "
@@ -83,10 +83,10 @@ def _parser() -> argparse.ArgumentParser:
 def sim_main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
+        from cellfabric.run_cli import parse_credit_unscheduled, prepare_workload
+        from cellfabric.sim.hostsetup import SimSettings
+        from cellfabric.sim.run import SimConfig, execute_sim, format_sim_summary, run_name
         from netlab.targets import resolve_target
-        from topologies.run_cli import parse_credit_unscheduled, prepare_workload
-        from topologies.sim.hostplan import SimSettings
-        from topologies.sim.run import SimConfig, execute_sim, format_sim_summary, run_name
 
         settings = SimSettings(
             link_rate_bps=parse_link_rate(args.link_rate),

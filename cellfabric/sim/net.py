@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controlplane.topology import LinkSpec, Topology
+from cellfabric.sim.engine import NS, Engine
+from cellfabric.sim.hostsim import HostWire, SimHost
 from p4sim.switch.dataplane import DataPlane
-from topologies.sim.engine import NS, Engine
-from topologies.sim.hostsim import HostWire, SimHost
+from topologies.model import LinkSpec, Topology
 
-PRIORITY_QUEUES = 2  # as the emulated switches run (topologies.network)
+PRIORITY_QUEUES = 2  # as the emulated switches run (cellfabric.emulation.network)
 
 
 @dataclass

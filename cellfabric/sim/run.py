@@ -16,19 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlplane.fabric_controller import FabricController
-from controlplane.topology import Topology
-from hosts.collector import Collector
-from hosts.wire import TELEMETRY_REPORT_PORT
-from netlab.targets import compile_p4
-from topologies import linkload
-from topologies.hostprocs import StepPlan, host_line_rate, plan_step
-from topologies.monitor import FabricMonitor
-from topologies.report import RunMetrics, format_summary, write_report
-from topologies.runner import FABRIC_P4, LinkEvent, collect_host_metrics, step_durations
-from topologies.sim.control import LocalConnection, LocalFabric
-from topologies.sim.engine import NS, Engine, to_ns
-from topologies.sim.hostplan import (
+from cellfabric.core import linkload
+from cellfabric.core.hostplan import StepPlan, host_line_rate, plan_step
+from cellfabric.core.report import RunMetrics, format_summary, write_report
+from cellfabric.core.workloads import Workload
+from cellfabric.emulation.monitor import FabricMonitor
+from cellfabric.emulation.runner import FABRIC_P4, LinkEvent, collect_host_metrics, step_durations
+from cellfabric.sim.control import LocalConnection, LocalFabric
+from cellfabric.sim.engine import NS, Engine, to_ns
+from cellfabric.sim.hostsetup import (
     SimSettings,
     host_hops,
     idle_latency_s,
@@ -37,9 +33,13 @@ from topologies.sim.hostplan import (
     sim_topology,
     start_step,
 )
-from topologies.sim.hostsim import Program
-from topologies.sim.net import LinkModel, SimFabric
-from topologies.workloads import Workload
+from cellfabric.sim.hostsim import Program
+from cellfabric.sim.net import LinkModel, SimFabric
+from controlplane.fabric_controller import FabricController
+from hosts.collector import Collector
+from hosts.wire import TELEMETRY_REPORT_PORT
+from netlab.targets import compile_p4
+from topologies.model import Topology
 
 PORT_TX = "MyEgress.port_tx"
 PROGRESS_EVERY_S = 2.0  # wall seconds between progress lines

@@ -3,7 +3,7 @@
 ``port_tx`` counts every packet a switch sends out of a port and ``port_tx_data`` the RoCEv2
 data packets (cells) among them. Two snapshots, one before the workload and one after it, give
 what each link direction carried over the whole workload; ``link_totals`` turns them into the
-plain per-link records that ``topologies.report.link_accounting`` (a pure function, shared with
+plain per-link records that ``cellfabric.core.report.link_accounting`` (a pure function, shared with
 the simulator) derives loads and per-tier balance from.
 
 Given the switches' interface names, a snapshot also reads ``port_rx`` (every packet the
@@ -22,7 +22,7 @@ from typing import Any
 
 from controlplane.entities import CounterEntry
 from controlplane.fabric import Fabric
-from controlplane.topology import Topology
+from topologies.model import Topology
 
 PORT_TX = "MyEgress.port_tx"
 PORT_TX_DATA = "MyEgress.port_tx_data"

@@ -16,9 +16,9 @@ from mininet.link import Link
 from mininet.net import Mininet
 from mininet.node import Host
 
-from controlplane.topology import GRPC_BASE, THRIFT_BASE, Topology
+from cellfabric.emulation.nodes import P4Switch
 from netlab.hosts import port_free
-from topologies.nodes import P4Switch
+from topologies.model import GRPC_BASE, THRIFT_BASE, Topology
 
 
 @dataclass

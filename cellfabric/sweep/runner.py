@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from topologies.sweep import task as taskmod
-from topologies.sweep.executors import Job
-from topologies.sweep.results import make_row, write_plots, write_table
-from topologies.sweep.spec import Spec, Task
+from cellfabric.sweep import task as taskmod
+from cellfabric.sweep.executors import Job
+from cellfabric.sweep.results import make_row, write_plots, write_table
+from cellfabric.sweep.spec import Spec, Task
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 3, 130
 

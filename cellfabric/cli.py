@@ -30,17 +30,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args else 2
     cmd, rest = args[0], args[1:]
     if cmd == "run":
-        from topologies.run_cli import run_main as run
+        from cellfabric.run_cli import run_main as run
     elif cmd == "sim":
-        from topologies.sim.cli import sim_main as run
+        from cellfabric.sim.cli import sim_main as run
     elif cmd == "cli":
-        from topologies.run_cli import cli_main as run
+        from cellfabric.run_cli import cli_main as run
     elif cmd == "topo":
-        from topologies.topo_cli import main as run
+        from cellfabric.topo_cli import main as run
     elif cmd == "sweep":
-        from topologies.sweep.cli import sweep_main as run
+        from cellfabric.sweep.cli import sweep_main as run
     elif cmd == "smoke":
-        from topologies.smoke import main as run
+        from cellfabric.emulation.smoke import main as run
     elif cmd == "host":
         try:
             from hosts.cli import main as run

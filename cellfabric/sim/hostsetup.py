@@ -18,12 +18,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, replace
 
-from controlplane.topology import EcnSpec, QueueSpec, Topology
-from hosts import wire
-from hosts.cli import parse_host_args, receiver_config, sender_config
-from hosts.receiver import Receiver, ReceiverConfig
-from hosts.sender import Sender, SenderConfig
-from topologies.hostprocs import (
+from cellfabric.core.hostplan import (
     ACK_EVERY,
     StepPlan,
     cell_frame_bytes,
@@ -31,8 +26,13 @@ from topologies.hostprocs import (
     host_cli,
     timing_args,
 )
-from topologies.sim.engine import Engine
-from topologies.sim.hostsim import Program, SimHost
+from cellfabric.sim.engine import Engine
+from cellfabric.sim.hostsim import Program, SimHost
+from hosts import wire
+from hosts.cli import parse_host_args, receiver_config, sender_config
+from hosts.receiver import Receiver, ReceiverConfig
+from hosts.sender import Sender, SenderConfig
+from topologies.model import EcnSpec, QueueSpec, Topology
 
 ACK_FRAME_BYTES = 14 + 20 + 8 + wire.BTH_LEN + 4 + 12 + wire.SACK_BITMAP_BYTES + wire.ICRC_LEN
 

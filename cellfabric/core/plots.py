@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from topologies.report import RunMetrics, accounting_of, percentile, span_text
+from cellfabric.core.report import RunMetrics, accounting_of, percentile, span_text
 
 MAX_LINES = 8  # more series than this become a heatmap or a band
 DPI = 90

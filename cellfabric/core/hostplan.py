@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cellfabric.core.workloads import Step, Transfer
 from controlplane.fabric_plan import data_rate
-from controlplane.topology import Topology, router_mac
 from hosts import wire
 from hosts.arrivals import mean_gap_s
 from hosts.wire import TELEMETRY_REPORT_PORT
-from topologies.workloads import Step, Transfer
+from topologies.model import Topology, router_mac
 
 # With data at 80% of the line (controlplane.fabric_plan), ACKs, grants and CNPs must stay
 # well inside the other 20%: one ACK per 4 cells filled it exactly, and the fat-tree's queues
@@ -30,7 +30,7 @@ ACK_EVERY = wire.ACK_EVERY
 
 
 def host_cli() -> list[str]:
-    return [sys.executable, "-m", "topologies.cli", "host"]
+    return [sys.executable, "-m", "cellfabric.cli", "host"]
 
 
 def cells_for(size: int, cell: int) -> int:

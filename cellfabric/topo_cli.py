@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from controlplane.topogen import (
+from topologies.generators import (
     DEFAULT_DEPTH,
     DEFAULT_RATE_PPS,
     clos,
@@ -14,7 +14,7 @@ from controlplane.topogen import (
     leaf_spine,
     to_yaml,
 )
-from controlplane.topology import SPRAY_MODES, TopologyError, parse_topology
+from topologies.model import SPRAY_MODES, TopologyError, parse_topology
 
 
 def main(argv: list[str]) -> int:

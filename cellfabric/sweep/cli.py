@@ -8,9 +8,9 @@ import signal
 import sys
 from pathlib import Path
 
-from topologies.sweep.executors import DaskExecutor, ExecutorError, LocalExecutor
-from topologies.sweep.runner import SweepBusy, run_sweep
-from topologies.sweep.spec import SpecError, load_spec
+from cellfabric.sweep.executors import DaskExecutor, ExecutorError, LocalExecutor
+from cellfabric.sweep.runner import SweepBusy, run_sweep
+from cellfabric.sweep.spec import SpecError, load_spec
 
 
 def _default_workers(modes: set[str]) -> int:

@@ -16,10 +16,10 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from cellfabric.emulation.admin import SwitchAdmin
 from controlplane.entities import CounterEntry
 from controlplane.fabric import Fabric
-from controlplane.topology import Topology
-from topologies.admin import SwitchAdmin
+from topologies.model import Topology
 
 PORT_TX = "MyEgress.port_tx"
 DROP_COUNTER = "drop_counter"

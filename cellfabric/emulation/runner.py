@@ -20,13 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlplane.fabric import Fabric
-from controlplane.fabric_controller import FabricController
-from controlplane.topology import Topology
-from netlab.targets import compile_p4
-from topologies import linkload
-from topologies.admin import SwitchAdmin
-from topologies.hostprocs import (
+from cellfabric.core import linkload
+from cellfabric.core.hostplan import (
     StepPlan,
     cells_for,
     expected_arrival_s,
@@ -36,18 +31,23 @@ from topologies.hostprocs import (
     read_metrics,
     start_together,
 )
-from topologies.monitor import FabricMonitor
-from topologies.network import FabricNet
-from topologies.report import RunMetrics, format_summary, link_accounting, write_report
-from topologies.validity import (
+from cellfabric.core.report import RunMetrics, format_summary, link_accounting, write_report
+from cellfabric.core.validity import (
     loss_problems,
     over_rate_problems,
     service_problems,
     switch_drops,
 )
-from topologies.workloads import Workload
+from cellfabric.core.workloads import Workload
+from cellfabric.emulation.admin import SwitchAdmin
+from cellfabric.emulation.monitor import FabricMonitor
+from cellfabric.emulation.network import FabricNet
+from controlplane.fabric import Fabric
+from controlplane.fabric_controller import FabricController
+from netlab.targets import compile_p4
+from topologies.model import Topology
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FABRIC_P4 = ROOT / "p4src" / "fabric.p4"
 
 
@@ -185,7 +185,7 @@ class FabricRun:
     def _start_collector(self, out: Path) -> None:
         """With a collector host, it runs the INT collector for the whole run: switch sinks
         send it Telemetry Reports, or (host-sink) the receiving hosts do."""
-        from topologies.hostprocs import HostPlan, host_cli
+        from cellfabric.core.hostplan import HostPlan, host_cli
 
         fab = self.topo.fabric
         if fab.int.mode == "off" or not fab.int.collector:

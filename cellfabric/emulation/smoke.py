@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from topologies.nodes import ForwarderSwitch
+    from cellfabric.emulation.nodes import ForwarderSwitch
 
     setLogLevel("warning")
     tag = secrets.token_hex(2)

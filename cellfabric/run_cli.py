@@ -28,7 +28,7 @@ FAIL_HELP = ("LINK@T[:T_UP] or SWITCH@T[:T_UP]: bring a link (a-b) down, or a sw
 
 def parse_fail(spec: str, topo=None):
     """``l1-s1@2:5`` (a link) or, with the topology, ``c1@2`` (every link of switch c1)."""
-    from cellfabric.emulation.runner import LinkEvent
+    from cellfabric.core.config import LinkEvent
 
     m = _FAIL.match(spec)
     if not m:

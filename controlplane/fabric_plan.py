@@ -96,6 +96,17 @@ T_REWRITE = "MyEgress.rewrite.egress_rewrite"
 T_ECN = "MyEgress.ecn.ecn_profile"
 T_INT_TRANSIT = "MyEgress.int_egress.int_transit_config"
 T_REPORT = "MyEgress.report.report_encap"
+# fabric.p4's counters and registers the harness reads (every packet out of a port, the cells
+# among them, every packet into a port; drops by reason; ECN marks; each port's latest queue
+# depth) and its drop reasons (p4src/include/defines.p4, DROP_*)
+C_PORT_TX = "MyEgress.port_tx"
+C_PORT_TX_DATA = "MyEgress.port_tx_data"
+C_PORT_RX = "MyIngress.port_rx"
+C_DROPS = "drop_counter"
+C_ECN_MARKS = "MyEgress.ecn.ecn_marks"
+R_QDEPTH = "port_qdepth"
+DROP_REASONS = {1: "no_route", 2: "isolation", 3: "ttl", 4: "bad_packet", 5: "l2_miss",
+                6: "acl", 7: "same_port", 8: "no_collector"}
 
 
 def hash_salt(switch: str) -> int:

@@ -20,13 +20,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cellfabric.core.counters import switch_ports
+from controlplane.channel import SwitchChannel, SwitchChannels
 from controlplane.entities import CounterEntry
-from controlplane.fabric import Fabric
+from controlplane.fabric_plan import C_PORT_RX, C_PORT_TX, C_PORT_TX_DATA
 from topologies.model import Topology
-
-PORT_TX = "MyEgress.port_tx"
-PORT_TX_DATA = "MyEgress.port_tx_data"
-PORT_RX = "MyIngress.port_rx"
 
 Snapshot = dict[str, Any]  # {"t": seconds, "ports": {(switch, port): (all, data)}, "rx": ...}
 IfNames = Mapping[str, Mapping[int, str]]  # switch -> port -> interface (root namespace)
@@ -40,23 +38,22 @@ def kernel_rx_packets(ifname: str) -> int | None:
         return None
 
 
-def snapshot(topo: Topology, fabric: Fabric, ifnames: IfNames | None = None,
+def snapshot(topo: Topology, fabric: SwitchChannels, ifnames: IfNames | None = None,
              kernel_first: bool = False) -> Snapshot:
     """Egress counters of every switch port; with ``ifnames`` also ``port_rx`` and the
     kernel's receive counters. ``kernel_first`` reads the kernel's before the switches'
     (for the snapshot after a workload; the one before reads the switches' first), so frames
     arriving between the two reads can only make ``unread_frames`` smaller, never larger."""
-    ports = {sw: sorted(lk.a_port if lk.a == sw else lk.b_port for lk in topo.links_of(sw))
-             for sw in topo.switches}
+    ports = switch_ports(topo)
 
-    names = (PORT_TX, PORT_TX_DATA) + ((PORT_RX,) if ifnames else ())
+    names = (C_PORT_TX, C_PORT_TX_DATA) + ((C_PORT_RX,) if ifnames else ())
 
-    def read(conn) -> dict[int, tuple[int, int, int]]:
+    def read(conn: SwitchChannel) -> dict[int, tuple[int, ...]]:
         entries = conn.read(*(CounterEntry(counter=name, index=p)
                               for name in names for p in ports[conn.name]))
         per = {name: {e.index: e.packets for e in entries if e.counter == name}
                for name in names}
-        return {p: tuple(per[name].get(p, 0) for name in (PORT_TX, PORT_TX_DATA, PORT_RX)
+        return {p: tuple(per[name].get(p, 0) for name in (C_PORT_TX, C_PORT_TX_DATA, C_PORT_RX)
                          if name in per) for p in ports[conn.name]}
 
     def kernel() -> dict[tuple[str, int], int | None]:

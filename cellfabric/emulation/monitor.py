@@ -5,30 +5,22 @@ manager; on BMv2, fabric.p4's port_qdepth register read with simple_switch_CLI).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import re
 import select
 import subprocess
 import threading
 import time
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
+from cellfabric.core.counters import drop_counters, switch_ports
+from cellfabric.core.sampler import FabricSamples
 from cellfabric.emulation.admin import SwitchAdmin
+from controlplane.channel import SwitchChannel
 from controlplane.entities import CounterEntry
 from controlplane.fabric import Fabric
+from controlplane.fabric_plan import C_PORT_TX, R_QDEPTH
 from topologies.model import Topology
-
-PORT_TX = "MyEgress.port_tx"
-DROP_COUNTER = "drop_counter"
-ECN_MARKS = "MyEgress.ecn.ecn_marks"
-DROP_REASONS = {1: "no_route", 2: "isolation", 3: "ttl", 4: "bad_packet", 5: "l2_miss",
-                6: "acl", 7: "same_port", 8: "no_collector"}
-
-QDEPTH_REGISTER = "port_qdepth"
-
 
 CLI_START_S = 30.0  # how long a new simple_switch_CLI may take to give its first answer
 
@@ -92,14 +84,11 @@ class FabricMonitor:
         self.fabric = fabric
         self.admins = admins
         self.interval = interval
-        # (switch, port) -> [(t, tx packets cumulative)]
-        self.tx: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
-        self.depth: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
+        self.samples = FabricSamples()
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.ports = {sw: sorted(lk.a_port if lk.a == sw else lk.b_port
-                                 for lk in topo.links_of(sw)) for sw in topo.switches}
+        self.ports = switch_ports(topo)
         self._cli: dict[str, _CliSession] = {}  # BMv2 switches: queue depth via the CLI
         # the queue-depth reads of one sample, all switches at once (threads start on use)
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(32, len(admins))),
@@ -132,10 +121,10 @@ class FabricMonitor:
         """Queue depth per port: p4sim's traffic manager, or on BMv2 (no stats command)
         fabric.p4's port_qdepth register, the deq_qdepth of the latest packet per port."""
         if admin.target == "bmv2":
-            cells = self._session(name, admin).register_read(QDEPTH_REGISTER)
+            cells = self._session(name, admin).register_read(R_QDEPTH)
             if cells is None:
                 raise RuntimeError(f"{name}: simple_switch_CLI register_read "
-                                   f"{QDEPTH_REGISTER}: no answer")
+                                   f"{R_QDEPTH}: no answer")
             return {p: cells[p] for p in self.ports.get(name, ()) if p < len(cells)}
         stats = admin.stats()
         if stats is None:
@@ -154,60 +143,21 @@ class FabricMonitor:
             self._stop.wait(max(0.05, self.interval - (time.time() - start)))
 
     def sample(self) -> None:
-        def read_tx(conn) -> list[CounterEntry]:
-            return conn.read(*(CounterEntry(counter=PORT_TX, index=p)
+        def read_tx(conn: SwitchChannel) -> list[CounterEntry]:
+            return conn.read(*(CounterEntry(counter=C_PORT_TX, index=p)
                                for p in self.ports[conn.name]))
 
         now = time.time()
-        for name, entries in self.fabric.run(read_tx, "counter read").items():
-            for e in entries:
-                self.tx[(name, e.index)].append((now, e.packets))
+        self.samples.add_tx(now, {(name, e.index): e.packets
+                                  for name, entries in self.fabric.run(read_tx, "counter read").items()
+                                  for e in entries})
         # every switch at once: a BMv2 read waits on its CLI process, one after another 20
         # of them took seconds on a loaded machine
         reads = {name: self._pool.submit(self._depths, name, admin)
                  for name, admin in self.admins.items()}
-        for name, fut in reads.items():
-            for port, depth in (fut.result() or {}).items():
-                self.depth[(name, port)].append((now, depth))
-
-    # -- derived --------------------------------------------------------------------------------
-    def rates(self, switch: str, port: int) -> list[tuple[float, float]]:
-        """(t, packets per second) between consecutive samples."""
-        samples = self.tx.get((switch, port), [])
-        return [(t1, (c1 - c0) / (t1 - t0)) for (t0, c0), (t1, c1)
-                in itertools.pairwise(samples) if t1 > t0]
-
-    def link_samples(self) -> dict[str, dict[str, Any]]:
-        """Topology link 'a-b' -> capacity and [t, pps a->b, pps b->a] rows (switch-to-switch
-        directions are measured at the sending switch; a host's sending side is not)."""
-        out: dict[str, dict[str, Any]] = {}
-        for lk in self.topo.links:
-            ab = self.rates(lk.a, lk.a_port) if lk.a in self.topo.switches else []
-            ba = self.rates(lk.b, lk.b_port) if lk.b in self.topo.switches else []
-            rows: dict[float, list[float]] = {}
-            for t, r in ab:
-                rows.setdefault(round(t, 3), [0.0, 0.0])[0] = r
-            for t, r in ba:
-                rows.setdefault(round(t, 3), [0.0, 0.0])[1] = r
-            out[lk.name] = {"capacity_pps": lk.queue.rate_pps,
-                            "samples": [[t, a, b] for t, (a, b) in sorted(rows.items())]}
-        return out
-
-    def queue_samples(self) -> dict[str, list[list[float]]]:
-        return {f"{sw}:{port}": [[t, d] for t, d in samples]
-                for (sw, port), samples in sorted(self.depth.items())}
+        self.samples.add_depth(now, {(name, port): depth for name, fut in reads.items()
+                                     for port, depth in (fut.result() or {}).items()})
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Final per-switch drop reasons and ECN marks, read over P4Runtime."""
-        def read(conn) -> dict[str, int]:
-            out: dict[str, int] = {}
-            for e in conn.read(CounterEntry(counter=DROP_COUNTER)):
-                reason = DROP_REASONS.get(e.index)
-                if reason and e.packets:
-                    out[reason] = e.packets
-            marks = conn.read(*(CounterEntry(counter=ECN_MARKS, index=p)
-                                for p in self.ports[conn.name]))
-            out["ecn_marks"] = sum(e.packets for e in marks)
-            return out
-
-        return self.fabric.run(read, "counter read")
+        return drop_counters(self.fabric, self.ports)

@@ -12,16 +12,20 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cellfabric.core import linkload
+from cellfabric.core.config import FABRIC_P4, LinkEvent
+from cellfabric.core.counters import drop_counters, switch_ports
+from cellfabric.core.experiment import run_experiment, run_header
+from cellfabric.core.hostmetrics import collect_host_metrics, step_durations
 from cellfabric.core.hostplan import StepPlan, host_line_rate, plan_step
 from cellfabric.core.report import RunMetrics, format_summary, write_report
+from cellfabric.core.sampler import FabricSamples
+from cellfabric.core.validity import switch_drops
 from cellfabric.core.workloads import Workload
-from cellfabric.emulation.monitor import FabricMonitor
-from cellfabric.emulation.runner import FABRIC_P4, LinkEvent, collect_host_metrics, step_durations
 from cellfabric.sim.control import LocalConnection, LocalFabric
 from cellfabric.sim.engine import NS, Engine, to_ns
 from cellfabric.sim.hostsetup import (
@@ -36,12 +40,12 @@ from cellfabric.sim.hostsetup import (
 from cellfabric.sim.hostsim import Program
 from cellfabric.sim.net import LinkModel, SimFabric
 from controlplane.fabric_controller import FabricController
+from controlplane.fabric_plan import C_PORT_TX, C_PORT_TX_DATA
 from hosts.collector import Collector
 from hosts.wire import TELEMETRY_REPORT_PORT
 from netlab.targets import compile_p4
 from topologies.model import Topology
 
-PORT_TX = "MyEgress.port_tx"
 PROGRESS_EVERY_S = 2.0  # wall seconds between progress lines
 SAMPLES_PER_RUN = 200  # bit-rate mode: sampling interval = the workload's ideal time / this
 
@@ -87,14 +91,15 @@ class SimRun:
         self.event_log: list[dict[str, Any]] = []
         self.running: list[Program] = []
         self.finished = False
-        self.tx: dict[tuple[str, int], list[tuple[float, int]]] = {}
-        self.depth: dict[tuple[str, int], list[tuple[float, int]]] = {}
+        self.samples = FabricSamples()
         self.host_metrics: dict[Path, dict[str, Any]] = {}
         self.wall_s = 0.0
         self.load_before: linkload.Snapshot | None = None
         self.load_after: linkload.Snapshot | None = None
         self._qp = 1
         self._step_start = 0
+        self._wall0 = 0.0
+        self._last_progress = 0.0
         self.collector: Collector | None = None
 
     # -- bring-up ---------------------------------------------------------------------------
@@ -129,7 +134,7 @@ class SimRun:
         self.fabric.hosts[fab.int.collector].collector = self.collector.ingest
 
     # -- workload ---------------------------------------------------------------------------
-    def run_workload(self) -> None:
+    def start_workload(self) -> None:
         cfg, engine = self.cfg, self.engine
         random.seed(cfg.settings.seed)  # fabric.p4's random() (ECN marking) draws from it
         _say(cfg, f"[3/4] workload {cfg.workload.name}: {len(cfg.workload.steps)} step(s), "
@@ -138,34 +143,45 @@ class SimRun:
         for ev in cfg.events:
             engine.at(to_ns(ev.at_s), self._link_event, ev)
         self.load_before = self._load_snapshot()
+        # Step 0 begins at time 0; each later one when the step before it ends (_sender_done).
         engine.at(0, self._begin_step, 0)
         engine.at(0, self._sample, None)
+        self._wall0 = self._last_progress = time.perf_counter()
+
+    def run_step(self, index: int) -> bool:
+        """Run the engine until step ``index`` has ended (False: stopped first, by --until
+        or with nothing left to do)."""
+        cfg, engine = self.cfg, self.engine
         until = to_ns(cfg.settings.until_s) if cfg.settings.until_s else None
-        wall0 = time.perf_counter()
-        last = wall0
-        while not self.finished:
+        while len(self.step_times) <= index:
             engine.run(until_ns=until, max_events=20000)
-            if not engine.pending() or (until is not None and engine.now >= until):
+            if len(self.step_times) > index:
                 break
+            if not engine.pending() or (until is not None and engine.now >= until):
+                return False
             now = time.perf_counter()
-            if cfg.progress and now - last >= PROGRESS_EVERY_S:
-                last = now
-                self._progress(now - wall0)
-        self.wall_s = time.perf_counter() - wall0
+            if cfg.progress and now - self._last_progress >= PROGRESS_EVERY_S:
+                self._last_progress = now
+                self._progress(now - self._wall0)
+        return True
+
+    def finish_workload(self) -> None:
+        self.wall_s = time.perf_counter() - self._wall0
         self.load_after = self._load_snapshot()
         if not self.finished:
-            self.event_log.append({"t": engine.clock(), "event": "stopped at --until"
-                                   if until is not None else "stopped: nothing left to do"})
+            until = self.cfg.settings.until_s
+            self.event_log.append({"t": self.engine.clock(), "event": "stopped at --until"
+                                   if until else "stopped: nothing left to do"})
 
     def _load_snapshot(self) -> linkload.Snapshot:
         assert self.local is not None
-        snap = linkload.snapshot(self.topo, self.local)  # type: ignore[arg-type]
+        snap = linkload.snapshot(self.topo, self.local)
         snap["t"] = self.engine.clock()
         # Every packet counted so far has left its line by then (see linkload.last_slot_s).
         free = max((sw.line_free_ns() for sw in self.fabric.switches.values()), default=0)
         snap["lines_free_t"] = max(self.engine.now, free) / NS
-        snap["bytes"] = {(name, port): (sw.dp.counter_read(linkload.PORT_TX, port)[1],
-                                        sw.dp.counter_read(linkload.PORT_TX_DATA, port)[1])
+        snap["bytes"] = {(name, port): (sw.dp.counter_read(C_PORT_TX, port)[1],
+                                        sw.dp.counter_read(C_PORT_TX_DATA, port)[1])
                          for name, sw in self.fabric.switches.items() for port in sw.wires}
         snap["wire_bytes"] = {(name, port): wire.bytes
                               for name, sw in self.fabric.switches.items()
@@ -238,7 +254,7 @@ class SimRun:
             self.engine.at(self.engine.now, self._begin_step, index + 1)
         else:
             self.finished = True
-            self.engine.stop()
+        self.engine.stop()  # back to run_step: this step has ended
 
     def _metrics_of_step(self, plan: StepPlan) -> None:
         """Each program's metrics, as `cellfabric host` writes them (times are virtual)."""
@@ -269,13 +285,11 @@ class SimRun:
         if self.finished:
             return
         t = self.engine.clock()
-        for name, sw in self.fabric.switches.items():
-            dp = sw.dp
-            backlog = dp.tm.port_backlog
-            for port in sw.wires:
-                self.tx.setdefault((name, port), []).append(
-                    (t, dp.counter_read(PORT_TX, port)[0]))
-                self.depth.setdefault((name, port), []).append((t, backlog.get(port, 0)))
+        switches = self.fabric.switches.items()
+        self.samples.add_tx(t, {(name, port): sw.dp.counter_read(C_PORT_TX, port)[0]
+                                for name, sw in switches for port in sw.wires})
+        self.samples.add_depth(t, {(name, port): sw.dp.tm.port_backlog.get(port, 0)
+                                   for name, sw in switches for port in sw.wires})
         self.engine.after(self._sample_interval_ns(), self._sample, None)
 
     def _sample_interval_ns(self) -> int:
@@ -300,16 +314,13 @@ class SimRun:
     # -- results ----------------------------------------------------------------------------
     def collect(self) -> RunMetrics:
         cfg, topo, s = self.cfg, self.topo, self.cfg.settings
+        _say(cfg, "[4/4] report")
         if self.steps and len(self.step_times) < len(self.steps):
             self._metrics_of_step(self.steps[-1])  # stopped mid-step (--until)
-        m = RunMetrics(run={
-            "name": run_name(cfg), "topology": topo.name, "target": "sim",
-            "compiler": cfg.target, "workload": cfg.workload.name, "cc": cfg.cc,
-            "spray": topo.fabric.spray, "cell_size": topo.fabric.cell_size, "t0": 0.0,
-            "events": self.event_log, "invalid_reasons": [],
-            "load": cfg.workload.load or None,
-        })
-        m.links = self._link_samples()
+        m = RunMetrics(run=run_header(run_name(cfg), topo, "sim", cfg.workload, cfg.cc,
+                                      self.event_log, compiler=cfg.target, t0=0.0,
+                                      invalid_reasons=[]))
+        m.links = self.samples.link_samples(self.plan_topo)
         if self.load_before is not None and self.load_after is not None:
             records = linkload.link_totals(self.plan_topo, self.load_before, self.load_after)
             if s.bit_rate_mode:
@@ -318,17 +329,12 @@ class SimRun:
             end = max(self.load_after["t"], self.load_after["lines_free_t"])
             m.link_load = {"window_s": max(1e-9, end - self.load_before["t"]),
                            "links": records}
-        m.queues = {f"{sw}:{port}": [[t, d] for t, d in rows]
-                    for (sw, port), rows in sorted(self.depth.items())}
+        m.queues = self.samples.queue_samples()
         assert self.local is not None
-        counters = FabricMonitor(topo, self.local, {}).counters()  # type: ignore[arg-type]
+        counters = drop_counters(self.local, switch_ports(topo))
         peaks: dict[str, int] = {}
         for name, sw in self.fabric.switches.items():
-            st = sw.dp.stats()
-            drops = dict(counters.get(name, {}))
-            drops["queue_drops"] = sum(p.queue_drops for p in st.ports.values())
-            drops["malformed"] = sum(p.rx_dropped_malformed for p in st.ports.values())
-            m.drops[name] = drops
+            m.drops[name] = switch_drops(counters.get(name, {}), asdict(sw.dp.stats()))
             for port, peak in sorted(sw.peak.items()):
                 peaks[f"{name}:{port}"] = peak
         hops = {h: host_hops(topo, h) for h in topo.hosts} if s.bit_rate_mode else {}
@@ -370,23 +376,12 @@ class SimRun:
         }
         return m
 
-    def _link_samples(self) -> dict[str, dict[str, Any]]:
-        """As the emulation's monitor reports them: per link, [t, pps a->b, pps b->a] between
-        consecutive samples, measured at the sending switch (fabric.p4's port_tx counter)."""
-        out: dict[str, dict[str, Any]] = {}
-        for lk in self.plan_topo.links:
-            ab = self.tx.get((lk.a, lk.a_port), [])
-            ba = self.tx.get((lk.b, lk.b_port), [])
-            rows = []
-            n = max(len(ab), len(ba))
-            for i in range(1, n):
-                t0 = (ab or ba)[i - 1][0]
-                t1 = (ab or ba)[i][0]
-                rate = [((side[i][1] - side[i - 1][1]) / (t1 - t0)) if side else 0.0
-                        for side in (ab, ba)]
-                rows.append([t1, rate[0], rate[1]])
-            out[lk.name] = {"capacity_pps": lk.queue.rate_pps, "samples": rows}
-        return out
+    def tear_down(self) -> None:
+        # Each switch's P4Runtime device runs a digest timer thread: left running, a process
+        # that simulates many runs (the sim bench, a sweep worker) carried 582 of them, each
+        # waking on its own, and its all-reduce took 18 min instead of 151 s.
+        if self.local is not None:
+            self.local.close()
 
 
 def format_sim_summary(m: RunMetrics) -> str:
@@ -415,17 +410,7 @@ def format_sim_summary(m: RunMetrics) -> str:
 
 def execute_sim(cfg: SimConfig) -> tuple[RunMetrics, Path]:
     run = SimRun(cfg)
-    try:
-        run.bring_up()
-        run.run_workload()
-        _say(cfg, "[4/4] report")
-        m = run.collect()
-    finally:
-        # Each switch's P4Runtime device runs a digest timer thread: left running, a process
-        # that simulates many runs (the sim bench, a sweep worker) carried 582 of them, each
-        # waking on its own, and its all-reduce took 18 min instead of 151 s.
-        if run.local is not None:
-            run.local.close()
+    m = run_experiment(run, len(cfg.workload.steps))
     peaks = m.run["sim"]["peak_queue_packets"]
     exact = {"peak_queue_depth": max(peaks.values())} if peaks else {}
     return m, write_report(m, cfg.run_dir, exact)

@@ -1,0 +1,128 @@
+"""Per-message, per-flow and reorder figures from the host programs' metrics, and step
+durations: the metric model both drivers fill the same way (the emulation reads the hosts'
+metrics files, the simulator hands over the same dicts in memory)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cellfabric.core.hostplan import (
+    StepPlan,
+    cells_for,
+    host_line_rate,
+    host_link_bps,
+    read_metrics,
+)
+from cellfabric.core.report import RunMetrics
+from topologies.model import Topology
+
+
+def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
+                         read: Any = read_metrics, line_rate: Any = host_line_rate,
+                         base_latency: Any = None) -> None:
+    """Messages, flows and reorder figures from the host programs' metrics files (``read``
+    maps a path to its JSON; ``line_rate(topo, host)`` the cells/s a host sends at); shared
+    by the emulated runner and the simulator.
+
+    A message's ideal time is its cells at the bottleneck's rate and share, plus
+    ``base_latency(src, dst)``: what the idle path adds on top (the last cell's way to the
+    receiver and its ACK's way back; the sender's message time ends at that ACK). The
+    simulator knows it exactly at data-center settings, where a round trip is a hundred cell
+    times; in the emulation (packet mode) it is far below one cell time and taken as 0."""
+    for plan in steps:
+        share_dst: dict[str, int] = {}
+        share_src: dict[str, int] = {}
+        for hp in plan.senders:
+            t = hp.transfer
+            share_dst[t.dst] = share_dst.get(t.dst, 0) + 1
+            share_src[t.src] = share_src.get(t.src, 0) + 1
+        for hp in plan.senders:
+            t = hp.transfer
+            data = read(hp.metrics) or {}
+            rate = min(line_rate(topo, t.src), line_rate(topo, t.dst))
+            # Under offered load a message's ideal is the line to itself (the usual FCT
+            # slowdown); back to back, its flows share the busiest end all the time.
+            share = 1 if t.load else max(share_dst[t.dst], share_src[t.src])
+            bottleneck = t.dst if share_dst[t.dst] >= share_src[t.src] else t.src
+            base = base_latency(t.src, t.dst) if base_latency else 0.0
+            cells = cells_for(t.size, topo.fabric.cell_size)
+            ideal = cells * share / rate + base
+            # What this flow's cells take of its bottleneck: several senders into one host
+            # can fill its whole link (the feedback queue takes its share only when it has
+            # packets); one sender goes no faster than its own pacing.
+            line = min((lk.queue.rate_pps for lk in topo.links_of(bottleneck)), default=rate)
+            pace = max(rate, line) if share > 1 else rate
+            work = cells / pace
+            fcts = data.get("fct_list_s") or []
+            done = int(data.get("messages_completed", 0))
+            for k in range(t.count):
+                fct = fcts[k] if k < len(fcts) else None
+                if fct is None and k < done and not fcts:
+                    fct = (data.get("fct_s") or {}).get("avg")
+                m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
+                                   "step": plan.index, "fct_s": fct, "ideal_s": ideal,
+                                   "base_latency_s": base, "share": share,
+                                   "bottleneck": bottleneck, "work_s": work,
+                                   "slot_s": 1 / pace})
+            key = f"{t.src}->{t.dst}"
+            m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
+                            "flow_time_s": data.get("flow_time_s"),
+                            "flow_start_s": data.get("flow_start_s"),
+                            "bytes": t.size * done,
+                            "cnps": data.get("cnps_received", 0),
+                            "rate_min_pps": _rate_min_pps(data),
+                            "failovers": data.get("failovers", []),
+                            "retransmits": (data.get("cells") or {}).get("retransmits", 0),
+                            "cells_sent": (data.get("cells") or {}).get("cells_sent")}
+            if t.load:
+                m.flows[key]["load"] = offered_record(t, data, host_link_bps(topo, t.src,
+                                                                           topo.fabric.cc))
+        for hp in plan.receivers:
+            data = read(hp.metrics) or {}
+            agg = m.reorder.setdefault(hp.host, {"max_depth": 0, "p99_depth": 0,
+                                                 "out_of_order": 0, "duplicates": 0})
+            for flow in data.get("flows", []):
+                r = flow.get("reorder", {})
+                agg["max_depth"] = max(agg["max_depth"], int(r.get("max_depth", 0)))
+                agg["p99_depth"] = max(agg["p99_depth"], int(r.get("p99_depth", 0) or 0))
+                agg["out_of_order"] += int(r.get("out_of_order", 0))
+                agg["duplicates"] += int(r.get("duplicates", 0))
+
+
+def offered_record(t: Any, data: dict[str, Any], link_bps: float) -> dict[str, Any]:
+    """A loaded flow's offered and delivered bytes with the intervals they count over (the
+    sender's, hosts/sender.py), and its sender's link rate; report.summarize adds them up."""
+    arr = data.get("arrivals") or {}
+    return {"configured": t.load, "link_bps": link_bps,
+            "offered_bytes": arr.get("offered_bytes", t.size * t.count),
+            "window_s": arr.get("window_s"), "delivered_bytes": arr.get("delivered_bytes", 0),
+            "interval_s": arr.get("interval_s")}
+
+
+def step_durations(m: RunMetrics, step_times: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per step: its duration (its slowest transfer, measured by the senders themselves, so
+    process start-up between steps is the harness's, not the network's) and its ideal."""
+    for st in step_times:
+        times = [x["fct_s"] for x in m.messages if x["step"] == st["step"]]
+        st["duration_s"] = (max(times) if times and None not in times else None)
+        st["ideal_s"] = max((x["ideal_s"] for x in m.messages
+                             if x["step"] == st["step"]), default=None)
+    return step_times
+
+
+def _rate_samples(data: dict[str, Any], cell: int) -> list[list[float]]:
+    """The sender's rate history (bits/s) as cells per second over wall-clock time."""
+    frame_bits = 8 * max(1, int((data.get("cells") or {}).get("frame_bytes", cell + 58)))
+    start = data.get("wall_start")
+    rows = []
+    for t, bps in data.get("rate_history", []):
+        rows.append([(start + t) if start is not None else t, bps / frame_bits])
+    return rows
+
+
+def _rate_min_pps(data: dict[str, Any]) -> float | None:
+    rc = data.get("rate_control") or {}
+    frame = (data.get("cells") or {}).get("frame_bytes")
+    if rc.get("rate_bps_min") is None or not frame:
+        return None
+    return rc["rate_bps_min"] / (8 * frame)

@@ -1,0 +1,52 @@
+"""Samples of the fabric over a run, on whichever clock drives it: per switch port, its
+transmit counter (fabric.p4's port_tx) and its queue depth, all ports of one sample at one
+time. The emulation's monitor thread adds a sample every half second of wall-clock time, the
+simulator's engine timer at its own interval of virtual time; both derive the same link and
+queue series from them."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from topologies.model import Topology
+
+Port = tuple[str, int]  # (switch, port)
+
+
+class FabricSamples:
+    def __init__(self) -> None:
+        self.tx: dict[Port, list[tuple[float, int]]] = {}  # cumulative packets sent
+        self.depth: dict[Port, list[tuple[float, int]]] = {}  # packets waiting
+
+    def add_tx(self, t: float, counts: Mapping[Port, int]) -> None:
+        for key, packets in counts.items():
+            self.tx.setdefault(key, []).append((t, packets))
+
+    def add_depth(self, t: float, depths: Mapping[Port, int]) -> None:
+        for key, depth in depths.items():
+            self.depth.setdefault(key, []).append((t, depth))
+
+    def rates(self, switch: str, port: int) -> list[tuple[float, float]]:
+        """(t, packets per second since the sample before)."""
+        samples = self.tx.get((switch, port), [])
+        return [(t1, (c1 - c0) / (t1 - t0)) for (t0, c0), (t1, c1)
+                in itertools.pairwise(samples) if t1 > t0]
+
+    def link_samples(self, topo: Topology) -> dict[str, dict[str, Any]]:
+        """Topology link 'a-b' -> capacity and [t, pps a->b, pps b->a] rows. A direction is
+        measured at its sending switch; a host's sending side has no counter and reads 0."""
+        out: dict[str, dict[str, Any]] = {}
+        for lk in topo.links:
+            rows: dict[float, list[float]] = {}
+            for side, (node, port) in enumerate(((lk.a, lk.a_port), (lk.b, lk.b_port))):
+                for t, rate in self.rates(node, port):
+                    rows.setdefault(t, [0.0, 0.0])[side] = rate
+            out[lk.name] = {"capacity_pps": lk.queue.rate_pps,
+                            "samples": [[t, a, b] for t, (a, b) in sorted(rows.items())]}
+        return out
+
+    def queue_samples(self) -> dict[str, list[list[float]]]:
+        return {f"{sw}:{port}": [[t, d] for t, d in rows]
+                for (sw, port), rows in sorted(self.depth.items())}

@@ -64,6 +64,7 @@ def _election(args: argparse.Namespace) -> tuple[int, int]:
 
 def cmd_fabric(args: argparse.Namespace) -> Any:
     from controlplane.fabric_controller import FabricController
+    from controlplane.fabric_plan import QueuePlan
 
     topo, fabric, admin = _load(args)
     for link in args.down:
@@ -72,10 +73,10 @@ def cmd_fabric(args: argparse.Namespace) -> Any:
         except (KeyError, ValueError) as err:
             raise UsageError(f"fabric: --down {link}: {err}") from None
 
-    def set_queue(switch: str, port: int, pps: int, depth: int) -> None:
+    def set_queue(switch: str, queue: QueuePlan) -> None:
         channel = AdminChannel(admin[switch], args.admin_tool)
-        channel.set_queue_rate(pps, port)
-        channel.set_queue_depth(depth, port)
+        channel.set_queue_rate(queue.line_pps, queue.port)
+        channel.set_queue_depth(queue.depth, queue.port)
 
     with fabric:
         messages: list[str] = []

@@ -18,18 +18,18 @@ from pathlib import Path
 from p4.v1 import p4runtime_pb2
 from p4.v1.p4runtime_pb2 import Update
 
+from controlplane.channel import SwitchChannels
 from controlplane.entities import (
     ActionProfileGroup,
     ActionProfileMember,
     CloneSession,
     TableEntry,
 )
-from controlplane.fabric import Fabric
-from controlplane.fabric_plan import P_SELECTOR, SwitchPlan, plan_fabric
+from controlplane.fabric_plan import P_SELECTOR, QueuePlan, SwitchPlan, plan_fabric
 from controlplane.state import identity
 from topologies.model import Topology
 
-QueueSetter = Callable[[str, int, int, int], None]  # (switch, port, rate_pps, depth)
+QueueSetter = Callable[[str, QueuePlan], None]  # (switch, its port's queue plan)
 
 # Insert order; deletes run in reverse.
 _KIND_ORDER = ["action_profile_member", "action_profile_group", "table_entry",
@@ -72,7 +72,7 @@ def _kind(entity: p4runtime_pb2.Entity) -> str:
 
 
 class FabricController:
-    def __init__(self, topo: Topology, fabric: Fabric, p4info: str | Path, bmv2_json: str | Path,
+    def __init__(self, topo: Topology, fabric: SwitchChannels, p4info: str | Path, bmv2_json: str | Path,
                  queue_setter: QueueSetter | None = None, priority_queues: bool = True,
                  log: Callable[[str], None] = print) -> None:
         self.topo = topo
@@ -94,8 +94,8 @@ class FabricController:
         diffs = self.sync()
         if self.queue_setter:
             for name, plan in self.plans.items():
-                for port, (pps, depth) in sorted(plan.queues.items()):
-                    self.queue_setter(name, port, pps, depth)
+                for _, queue in sorted(plan.queues.items()):
+                    self.queue_setter(name, queue)
         return diffs
 
     def diff(self) -> dict[str, SwitchDiff]:

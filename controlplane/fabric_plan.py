@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import zlib
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from controlplane.entities import (
@@ -116,13 +116,31 @@ def hash_salt(switch: str) -> int:
     return (zlib.crc32(b"cellfabric-salt:" + switch.encode()) | 0x10001) & 0xFFFFFFFF
 
 
+@dataclass(frozen=True)
+class QueuePlan:
+    """One egress port's queues as planned: its line rate and depth, and the two priorities'
+    rates for a target that paces each priority queue on its own (real BMv2). A target whose
+    queues share the line (p4sim) needs only the line; each target applies it its own way."""
+
+    port: int
+    line_pps: int  # the link's rate in packets per second (0: unlimited)
+    depth: int  # packets per queue
+    data_pps: int  # priority 0 when paced separately (separately_paced_rates)
+    feedback_pps: int  # FEEDBACK_PRIORITY when paced separately
+
+
+def queue_plan(port: int, line_pps: int, depth: int) -> QueuePlan:
+    rates = separately_paced_rates(line_pps)
+    return QueuePlan(port, line_pps, depth, rates[0], rates[FEEDBACK_PRIORITY])
+
+
 @dataclass
 class SwitchPlan:
     switch: str
     entities: list[Entity] = field(default_factory=list)
     groups: dict[tuple[int, ...], int] = field(default_factory=dict)  # ports -> group id
     routes: dict[str, int] = field(default_factory=dict)  # prefix -> group id
-    queues: dict[int, tuple[int, int]] = field(default_factory=dict)  # port -> (pps, depth)
+    queues: dict[int, QueuePlan] = field(default_factory=dict)  # by port
 
 
 def _link_key(a: str, b: str) -> frozenset[str]:
@@ -139,17 +157,9 @@ def next_hops(topo: Topology, down: set[frozenset[str]]) -> dict[str, dict[str, 
         adj[lk.a].append((lk.b, lk.a_port))
         adj[lk.b].append((lk.a, lk.b_port))
     result: dict[str, dict[str, list[int]]] = {s: {} for s in topo.switches}
+    peers = topo.adjacency(down)
     for host in topo.hosts:
-        dist = {host: 0}
-        queue = deque([host])
-        while queue:
-            node = queue.popleft()
-            if node != host and node in topo.hosts:
-                continue
-            for peer, _ in adj[node]:
-                if peer not in dist:
-                    dist[peer] = dist[node] + 1
-                    queue.append(peer)
+        dist = topo.distances(host, down, peers)
         for sw in topo.switches:
             if sw not in dist:
                 continue  # unreachable: no route, packets to it are dropped as no_route
@@ -291,7 +301,7 @@ def _plan_ports(topo: Topology, name: str, own_links: list, my_mac: str,
         ents.append(TableEntry(table=T_ECN, match={"standard_metadata.egress_port": port},
                                action="MyEgress.ecn.set_ecn_profile",
                                params={"kmin": ecn.kmin, "kmax": ecn.kmax, "step": step}))
-        plan.queues[port] = (lk.queue.rate_pps, lk.queue.depth)
+        plan.queues[port] = queue_plan(port, lk.queue.rate_pps, lk.queue.depth)
 
 
 

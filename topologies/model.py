@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +136,34 @@ class Topology:
             if lk.b == node and lk.b_port == port:
                 return lk.a, lk.a_port
         raise KeyError(f"{node} has no port {port}")
+
+    def adjacency(self, down: Collection[frozenset[str]] = frozenset()) -> dict[str, list[str]]:
+        """Each node's peers over the links not in ``down`` (each a frozenset of its ends)."""
+        adj: dict[str, list[str]] = {}
+        for lk in self.links:
+            if frozenset((lk.a, lk.b)) not in down:
+                adj.setdefault(lk.a, []).append(lk.b)
+                adj.setdefault(lk.b, []).append(lk.a)
+        return adj
+
+    def distances(self, src: str, down: Collection[frozenset[str]] = frozenset(),
+                  adj: dict[str, list[str]] | None = None) -> dict[str, int]:
+        """Links on a shortest path from ``src`` to every node it reaches, over links not in
+        ``down``; hosts never forward, so a path passes through no host but its ends. The one
+        search the controller's routes, the host plans' round trips and the simulator's idle
+        latencies all use (``adj``: ``adjacency(down)``, when searching from many nodes)."""
+        adj = self.adjacency(down) if adj is None else adj
+        dist = {src: 0}
+        todo = deque([src])
+        while todo:
+            node = todo.popleft()
+            if node != src and node in self.hosts:
+                continue
+            for peer in adj.get(node, ()):
+                if peer not in dist:
+                    dist[peer] = dist[node] + 1
+                    todo.append(peer)
+        return dist
 
     def link(self, name: str) -> LinkSpec:
         """A link by ``a-b`` (either order)."""

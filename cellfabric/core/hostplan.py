@@ -84,22 +84,7 @@ def expected_arrival_s(topo: Topology, step: Step, cc: str) -> float:
 
 def path_switches(topo: Topology, src: str, dst: str) -> int:
     """Switches on a shortest path between two hosts (hosts are never transit nodes)."""
-    adj: dict[str, set[str]] = {}
-    for lk in topo.links:
-        adj.setdefault(lk.a, set()).add(lk.b)
-        adj.setdefault(lk.b, set()).add(lk.a)
-    dist, frontier = {src: 0}, [src]
-    while frontier and dst not in dist:
-        nxt = []
-        for node in frontier:
-            if node != src and node in topo.hosts:
-                continue
-            for peer in adj.get(node, ()):
-                if peer not in dist:
-                    dist[peer] = dist[node] + 1
-                    nxt.append(peer)
-        frontier = nxt
-    return dist.get(dst, 2) - 1
+    return topo.distances(src).get(dst, 2) - 1
 
 
 def time_scale(rate_pps: int) -> float:

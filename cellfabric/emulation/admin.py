@@ -18,7 +18,7 @@ from typing import Any
 
 from controlplane.admin import AdminChannel, send
 from controlplane.admin import AdminError as ChannelError
-from controlplane.fabric_plan import separately_paced_rates
+from controlplane.fabric_plan import FEEDBACK_PRIORITY, QueuePlan, queue_plan
 
 
 class AdminError(RuntimeError):
@@ -47,20 +47,24 @@ class SwitchAdmin:
                 raise AdminError(f"{self.name}: {line}: {reply.get('error')}")
 
     def set_queue(self, port: int, rate_pps: int, depth: int, priorities: int = 1) -> None:
+        """A port's queues at line ``rate_pps`` and ``depth`` (see ``apply_queue``)."""
+        self.apply_queue(queue_plan(port, rate_pps, depth), priorities)
+
+    def apply_queue(self, q: QueuePlan, priorities: int = 1) -> None:
         """The port's queue depth, and its line rate shared by its ``priorities`` queues.
 
-        p4sim: every queue may send ``rate_pps`` and the port's line (``set_port_rate``) caps
-        them together, so the feedback queue takes its share only while it has packets. Real
-        BMv2 paces each priority queue on its own and has no shared rate: there data gets its
-        share and feedback the line (fabric_plan.separately_paced_rates)."""
-        lines = [f"set_queue_rate {rate_pps} {port}"]
-        if priorities >= 2 and rate_pps > 0:
+        p4sim: every queue may send the line rate and the port's line (``set_port_rate``)
+        caps them together, so the feedback queue takes its share only while it has packets.
+        Real BMv2 paces each priority queue on its own and has no shared rate: there data gets
+        its share and feedback the line (the plan's data_pps and feedback_pps)."""
+        lines = [f"set_queue_rate {q.line_pps} {q.port}"]
+        if priorities >= 2 and q.line_pps > 0:
             if self.target == "bmv2":
-                lines = [f"set_queue_rate {pps} {port} {self.queue_index(prio, priorities)}"
-                         for prio, pps in sorted(separately_paced_rates(rate_pps).items())]
+                lines = [f"set_queue_rate {pps} {q.port} {self.queue_index(prio, priorities)}"
+                         for prio, pps in ((0, q.data_pps), (FEEDBACK_PRIORITY, q.feedback_pps))]
             else:
-                lines.append(f"set_port_rate {rate_pps} {port}")
-        self.run([*lines, f"set_queue_depth {depth} {port}"])
+                lines.append(f"set_port_rate {q.line_pps} {q.port}")
+        self.run([*lines, f"set_queue_depth {q.depth} {q.port}"])
 
     def queue_index(self, priority: int, priorities: int) -> int:
         """The CLI's priority argument for P4 ``priority``. p4sim's admin channel and

@@ -22,6 +22,7 @@ from typing import Any
 
 from cellfabric.core import linkload
 from cellfabric.core.config import FABRIC_P4, ROOT, LinkEvent
+from cellfabric.core.experiment import run_experiment, run_header
 from cellfabric.core.hostmetrics import collect_host_metrics, step_durations
 from cellfabric.core.hostplan import (
     StepPlan,
@@ -43,6 +44,7 @@ from cellfabric.emulation.monitor import FabricMonitor
 from cellfabric.emulation.network import FabricNet
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FabricController
+from controlplane.fabric_plan import QueuePlan
 from netlab.targets import compile_p4
 from topologies.model import Topology
 
@@ -91,6 +93,8 @@ class FabricRun:
         self.traffic_start: float | None = None
         self.load_after: linkload.Snapshot | None = None
         self._timers: list[threading.Timer] = []
+        self._qp = 1  # the next flow's queue pair number (unique over the whole workload)
+        self.out = cfg.run_dir / "hosts"
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -122,45 +126,50 @@ class FabricRun:
         total = sum(d.writes for d in diffs.values())
         _say(f"      {total} entities written to {len(diffs)} switches")
 
-    def _set_queue(self, sw: str, port: int, pps: int, depth: int) -> None:
+    def _set_queue(self, sw: str, queue: QueuePlan) -> None:
         # The link's rate is shared by the data and the feedback queue (see SwitchAdmin).
         assert self.fnet is not None
-        self.admins[sw].set_queue(port, pps, depth, priorities=self.fnet.priority_queues)
+        self.admins[sw].apply_queue(queue, priorities=self.fnet.priority_queues)
 
     # -- traffic ----------------------------------------------------------------------------
-    def run_workload(self) -> None:
+    def start_workload(self) -> None:
         cfg = self.cfg
         assert self.fnet is not None and self.fabric is not None
         self.monitor = FabricMonitor(self.topo, self.fabric, self.admins)
         self.load_before = linkload.snapshot(self.topo, self.fabric, self._switch_ifnames())
         self.monitor.start()
-        out = cfg.run_dir / "hosts"
-        out.mkdir(parents=True, exist_ok=True)
+        self.out.mkdir(parents=True, exist_ok=True)
         n_steps = len(cfg.workload.steps)
         _say(f"[4/5] workload {cfg.workload.name}: {n_steps} step(s), "
              f"{cfg.workload.total_bytes / 1e6:.2f} MB, cc {cfg.cc}, spray {self.topo.fabric.spray}")
-        self._start_collector(out)
+        self._start_collector(self.out)
         self.t0 = time.time()
         self._timers = [threading.Timer(ev.at_s, self._link_event, args=(ev,))
                         for ev in cfg.events]
-        try:
-            qp = 1
-            for i, step in enumerate(cfg.workload.steps):
-                plan = plan_step(self.topo, step, i, out, self.fnet.host_ifname, cfg.cc, qp,
-                                 credit_unscheduled=cfg.credit_unscheduled)
-                qp += len(step.transfers)
-                self.steps.append(plan)
-                start = time.time()
-                self._run_step(plan)
-                self.step_times.append({"step": i, "wall_s": time.time() - start})
+
+    def run_step(self, index: int) -> bool:
+        cfg = self.cfg
+        assert self.fnet is not None and self.fabric is not None
+        step = cfg.workload.steps[index]
+        plan = plan_step(self.topo, step, index, self.out, self.fnet.host_ifname, cfg.cc,
+                         self._qp, credit_unscheduled=cfg.credit_unscheduled)
+        self._qp += len(step.transfers)
+        self.steps.append(plan)
+        start = time.time()
+        self._run_step(plan)
+        self.step_times.append({"step": index, "wall_s": time.time() - start})
+        if index == len(cfg.workload.steps) - 1:
             self.load_after = linkload.snapshot(self.topo, self.fabric, self._switch_ifnames(),
                                                 kernel_first=True)
-        finally:
-            for t in self._timers:
-                t.cancel()
+        return True
+
+    def finish_workload(self) -> None:
+        for t in self._timers:
+            t.cancel()
+        if self.monitor is not None:
             self.monitor.stop()
-            if self.collector is not None:
-                _stop_proc(self.collector.proc)
+        if self.collector is not None:
+            _stop_proc(self.collector.proc)
 
     def _switch_ifnames(self) -> dict[str, dict[int, str]]:
         assert self.fnet is not None
@@ -251,12 +260,9 @@ class FabricRun:
     # -- results ----------------------------------------------------------------------------
     def collect(self) -> RunMetrics:
         cfg, topo = self.cfg, self.topo
-        m = RunMetrics(run={
-            "name": cfg.run_dir.name, "topology": topo.name, "target": cfg.target,
-            "workload": cfg.workload.name, "cc": cfg.cc, "spray": topo.fabric.spray,
-            "cell_size": topo.fabric.cell_size, "t0": self.t0, "events": self.event_log,
-            "failures": self.failures, "load": cfg.workload.load or None,
-        })
+        m = RunMetrics(run=run_header(cfg.run_dir.name, topo, cfg.target, cfg.workload,
+                                      cfg.cc, self.event_log, t0=self.t0,
+                                      failures=self.failures))
         if self.monitor is not None:
             m.links = self.monitor.samples.link_samples(self.topo)
             m.queues = self.monitor.samples.queue_samples()
@@ -333,6 +339,7 @@ class FabricRun:
     def tear_down(self) -> None:
         """Stop hosts, controller connections, switches and links; each step runs even if an
         earlier one failed, so nothing is left behind."""
+        _say("[5/5] tearing down")
         procs = [self.collector] if self.collector is not None else []
         procs += [hp for plan in self.steps for hp in plan.senders + plan.receivers]
         for hp in procs:
@@ -364,16 +371,10 @@ def execute(cfg: RunConfig) -> tuple[RunMetrics, Path]:
     # Ctrl-C must stop a run even when started from a shell that ignores SIGINT for it.
     old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        run.bring_up()
-        run.run_workload()
-        metrics = run.collect()
+        metrics = run_experiment(run, len(cfg.workload.steps))
     finally:
-        try:
-            _say("[5/5] tearing down")
-            run.tear_down()
-        finally:
-            signal.signal(signal.SIGTERM, old)
-            signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
     path = write_report(metrics, cfg.run_dir)
     return metrics, path
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections import deque
 from dataclasses import dataclass, replace
 
 from cellfabric.core.hostplan import (
@@ -95,20 +94,7 @@ def planning_topology(topo: Topology, s: SimSettings, cc: str) -> Topology:
 
 def host_hops(topo: Topology, src: str) -> dict[str, int]:
     """Links on the shortest path from host ``src`` to every host (hosts do not forward)."""
-    adj: dict[str, list[str]] = {}
-    for lk in topo.links:
-        adj.setdefault(lk.a, []).append(lk.b)
-        adj.setdefault(lk.b, []).append(lk.a)
-    dist = {src: 0}
-    todo = deque([src])
-    while todo:
-        node = todo.popleft()
-        for nxt in adj.get(node, ()):
-            if nxt not in dist:
-                dist[nxt] = dist[node] + 1
-                if nxt not in topo.hosts:
-                    todo.append(nxt)
-    return {h: d for h, d in dist.items() if h in topo.hosts}
+    return {h: d for h, d in topo.distances(src).items() if h in topo.hosts}
 
 
 def max_host_hops(topo: Topology) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 from cellfabric.sim.engine import NS, Engine
 from cellfabric.sim.hostsim import HostWire, SimHost
+from controlplane.fabric_plan import QueuePlan
 from p4sim.switch.dataplane import DataPlane
 from topologies.model import LinkSpec, Topology
 
@@ -157,19 +158,19 @@ class SimFabric:
         self.hosts[src].wires[src_port - 1] = hw
         return hw
 
-    def set_queue(self, switch: str, port: int, rate_pps: int, depth: int) -> None:
-        """The controller's queue setting for a port: the topology's packet rate and depth in
+    def apply_queue(self, switch: str, q: QueuePlan) -> None:
+        """The controller's queue plan for a port: the topology's packet rate and depth in
         packet mode; in bit-rate mode the link's rate and byte buffer instead."""
         dp = self.switches[switch].dp
         m = self.model
         if m.rate_bps:
-            dp.set_queue_rate(0, port)
-            dp.set_queue_depth(1 << 30, port)
-            dp.set_link_rate(m.rate_bps, m.buffer_bytes, port)
+            dp.set_queue_rate(0, q.port)
+            dp.set_queue_depth(1 << 30, q.port)
+            dp.set_link_rate(m.rate_bps, m.buffer_bytes, q.port)
         else:  # as the emulation's SwitchAdmin sets p4sim: the line shared by both queues
-            dp.set_queue_rate(rate_pps, port)
-            dp.set_port_rate(rate_pps, port)
-            dp.set_queue_depth(depth, port)
+            dp.set_queue_rate(q.line_pps, q.port)
+            dp.set_port_rate(q.line_pps, q.port)
+            dp.set_queue_depth(q.depth, q.port)
 
     def set_link(self, lk: LinkSpec, up: bool) -> None:
         """Carrier on both ends goes down (or up): frames on the wire are lost."""

@@ -115,7 +115,7 @@ class SimRun:
         _say(cfg, f"[2/4] {len(self.topo.switches)} switches, {len(self.topo.hosts)} hosts: "
                   "installing tables with the FabricController")
         self.controller = FabricController(
-            self.topo, self.local, p4info, json_path, queue_setter=self.fabric.set_queue,
+            self.topo, self.local, p4info, json_path, queue_setter=self.fabric.apply_queue,
             log=lambda msg: self.event_log.append({"t": self.engine.clock(), "event": msg}))
         diffs = self.controller.up()
         _say(cfg, f"      {sum(d.writes for d in diffs.values())} entities written")

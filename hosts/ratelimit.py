@@ -50,6 +50,3 @@ class TokenBucket:
         self._refill(now)
         self.rate_bps = rate_bps
 
-
-def pps_to_bps(pps: float, frame_bytes: int) -> float:
-    return pps * frame_bytes * 8

@@ -16,11 +16,15 @@ import secrets
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
+
+# One of each: the controller's poll loop, p4sim's free-port probe (re-exported for the tests
+# and benches that start switches).
+from controlplane.connection import wait_until  # noqa: F401
+from p4sim.conformance.switches import free_port  # noqa: F401
 
 LEDGER_DIR = Path(os.environ.get("NETLAB_LEDGER_DIR", "/run/netlab"))
 MAX_IFNAME = 15  # IFNAMSIZ - 1
@@ -242,13 +246,6 @@ class NetLab:
         return proc
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the kernel's choice)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
     """True when ``port`` can be bound now (no server, no other run, holds it)."""
     with socket.socket() as s:
@@ -264,17 +261,6 @@ def tcp_accepts(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
         return s.connect_ex((host, port)) == 0
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``predicate`` until true or ``timeout`` seconds pass; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
 
 
 def _start_time(pid: int) -> int | None:

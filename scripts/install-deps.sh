@@ -11,6 +11,7 @@ PACKAGES=(
   iproute2         # ip netns / ip link for namespaces and veth pairs
   procps           # sysctl
   ethtool          # offload settings on veths
+  libpcap0.8       # tests/unit/test_netlab_capture.py reads ports with libpcap, as BMv2 does
   python3-venv     # venv for a stock Debian python3
   make
 )

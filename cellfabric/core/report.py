@@ -230,10 +230,6 @@ def link_accounting(records: list[dict[str, Any]], window_s: float) -> dict[str,
             "max_offered": max(offered, default=None)}
 
 
-def _t0(m: RunMetrics) -> float:
-    return float(m.run.get("t0", 0.0))
-
-
 def accounting_of(m: RunMetrics) -> dict[str, Any]:
     if not m.link_load:
         return {}

@@ -43,9 +43,6 @@ class Engine:
     def pending(self) -> int:
         return len(self._heap)
 
-    def next_time(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
-
     def run(self, until_ns: int | None = None, max_events: int | None = None) -> None:
         """Run events in time order until none is left, ``until_ns`` is passed, ``stop()``
         is called or ``max_events`` more have run."""

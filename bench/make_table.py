@@ -59,12 +59,7 @@ def fabric_section(res: dict[str, Any]) -> list[str]:
                        f"{num(f['slowdown_p99'])} | {f['max_reorder_depth']} | "
                        f"{f['p99_reorder_depth']} | {f['cells_dropped']} | {f['valid']} |")
     if "loss" in res:
-        out += ["", "Incast, per rate control:", "",
-                "| incast / cc | cells dropped | peak queue | time to drain (s) | messages | valid |",
-                "|---|---|---|---|---|---|"]
-        for key, f in res["loss"].items():
-            out.append(f"| {key} | {f['cells_dropped']} | {f['peak_queue']} | "
-                       f"{num(f['drain_s'])} | {f['messages']} | {f['valid']} |")
+        out += ["", "Incast, per rate control:", "", *_incast_rows(res["loss"])]
     if "allreduce" in res:
         out += ["", "Ring all-reduce (1 MiB over 4 ranks, leaf-spine, every hop crossing the spines), per spray mode:", "",
                 "| spray | step time p50 (s) | slowdown p99 | valid |", "|---|---|---|---|"]
@@ -79,6 +74,16 @@ def fabric_section(res: dict[str, Any]) -> list[str]:
             took = f"{1000 * max(times):.0f} ms" if times else "-"
             out.append(f"- `{key}`: messages {f['messages']}, lost {f['messages_lost']}, "
                        f"recovery {took}, valid {f['valid']}")
+    return out
+
+
+def _incast_rows(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """An incast table: one row per incast and rate control."""
+    out = ["| incast / cc | cells dropped | peak queue | time to drain (s) | messages | valid |",
+           "|---|---|---|---|---|---|"]
+    for key, f in rows.items():
+        out.append(f"| {key} | {f['cells_dropped']} | {f['peak_queue']} | "
+                   f"{num(f['drain_s'])} | {f['messages']} | {f['valid']} |")
     return out
 
 
@@ -105,12 +110,7 @@ def fat_tree_section(res: dict[str, Any]) -> list[str]:
                        f"{pct(f.get('max_link_load'))} | {f['cells_dropped']} | {f['valid']} |")
     if "ft-incast" in res:
         out += ["", f"Fat-tree incast 8:1 across pods into h1, spray, per rate control "
-                f"(measured {when.get('ft-incast', '?')}):", "",
-                "| incast / cc | cells dropped | peak queue | time to drain (s) | messages | valid |",
-                "|---|---|---|---|---|---|"]
-        for key, f in res["ft-incast"].items():
-            out.append(f"| {key} | {f['cells_dropped']} | {f['peak_queue']} | "
-                       f"{num(f['drain_s'])} | {f['messages']} | {f['valid']} |")
+                f"(measured {when.get('ft-incast', '?')}):", "", *_incast_rows(res["ft-incast"])]
     if "ft-allreduce" in res:
         out += ["", "Fat-tree ring all-reduce (256 KiB over 8 ranks, every hop leaving its pod), "
                 f"per spray mode (measured {when.get('ft-allreduce', '?')}):", "",

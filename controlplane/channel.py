@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from p4.v1 import p4runtime_pb2
 
@@ -15,6 +15,7 @@ from controlplane.codec import Codec
 from controlplane.entities import Entity
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 
 class SwitchChannel(Protocol):
@@ -50,3 +51,18 @@ class SwitchChannels(Protocol):
     def run(self, fn: Callable[[Any], T], what: str = "operation") -> dict[str, T]: ...
 
     def close(self) -> None: ...
+
+
+class ChannelSet(Generic[C]):
+    """The by-name container part of ``SwitchChannels``, shared by its implementations."""
+
+    connections: dict[str, C]
+
+    def __getitem__(self, name: str) -> C:
+        return self.connections[name]
+
+    def __iter__(self) -> Iterator[C]:
+        return iter(self.connections.values())
+
+    def __len__(self) -> int:
+        return len(self.connections)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from controlplane.channel import ChannelSet
 from controlplane.connection import ResyncCallback, SwitchConnection
 from controlplane.errors import ControlPlaneError
 
@@ -22,7 +23,7 @@ class FabricError(ControlPlaneError):
         super().__init__(f"{what} failed on switch {first[0]}: {first[1]}{more}")
 
 
-class Fabric:
+class Fabric(ChannelSet[SwitchConnection]):
     """A pool of :class:`SwitchConnection`, one per switch, keyed by name.
 
     ``switches`` maps a name to ``"addr"`` or ``(addr, device_id)``."""
@@ -36,15 +37,6 @@ class Fabric:
             self.connections[name] = SwitchConnection(
                 addr, device_id, election_id, name, reconnect=reconnect, on_resync=on_resync,
                 timeout=timeout)
-
-    def __getitem__(self, name: str) -> SwitchConnection:
-        return self.connections[name]
-
-    def __iter__(self) -> Iterator[SwitchConnection]:
-        return iter(self.connections.values())
-
-    def __len__(self) -> int:
-        return len(self.connections)
 
     def run(self, fn: Callable[[SwitchConnection], T], what: str = "operation") -> dict[str, T]:
         """``fn(conn)`` on every switch concurrently; raises FabricError if any failed (after

@@ -47,6 +47,21 @@ def require_root() -> None:
         raise NetLabError("network namespaces and veth pairs need root (run as root or with sudo)")
 
 
+def stop_process(proc: subprocess.Popen, grace_s: float = 5.0,
+                 sig: int | None = signal.SIGTERM) -> None:
+    """End one process: ``sig`` (None: it was signalled already), then SIGKILL if it has not
+    exited after ``grace_s`` seconds."""
+    if proc.poll() is not None:
+        return
+    if sig is not None:
+        proc.send_signal(sig)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @dataclass
 class Proc:
     """A process started in a namespace; ``stop()`` ends its whole process group."""

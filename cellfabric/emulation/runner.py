@@ -45,6 +45,7 @@ from cellfabric.emulation.network import FabricNet
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FabricController
 from controlplane.fabric_plan import QueuePlan
+from netlab.hosts import stop_process
 from netlab.targets import compile_p4
 from topologies.model import Topology
 
@@ -353,15 +354,9 @@ class FabricRun:
             self.fnet.stop()
 
 
-def _stop_proc(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def _stop_proc(proc: subprocess.Popen | None) -> None:
+    if proc is not None:
+        stop_process(proc)
 
 
 def execute(cfg: RunConfig) -> tuple[RunMetrics, Path]:

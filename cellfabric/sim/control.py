@@ -5,13 +5,14 @@ emulated one of the same topology therefore hold identical tables."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2 as p4rt
 
+from controlplane.channel import ChannelSet
 from controlplane.codec import Codec
 from controlplane.connection import Pipeline
 from controlplane.entities import Entity
@@ -86,21 +87,12 @@ class LocalConnection:
                                     f"{code_pb2.Code.Name(err.code)}: {err.message}") from None
 
 
-class LocalFabric:
+class LocalFabric(ChannelSet[LocalConnection]):
     """What FabricController uses of a ``Fabric``: run a function on every switch, here one
     after the other in name order (deterministic)."""
 
     def __init__(self, connections: dict[str, LocalConnection]) -> None:
         self.connections = dict(sorted(connections.items()))
-
-    def __getitem__(self, name: str) -> LocalConnection:
-        return self.connections[name]
-
-    def __iter__(self) -> Iterator[LocalConnection]:
-        return iter(self.connections.values())
-
-    def __len__(self) -> int:
-        return len(self.connections)
 
     def run(self, fn: Callable[[LocalConnection], T], what: str = "operation") -> dict[str, T]:
         return {name: fn(conn) for name, conn in self.connections.items()}

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from netlab.hosts import stop_process
+
 RECORD = "task.json"
 RC_INVALID_RUN = 3  # `cellfabric run|sim`: metrics written, but the machine could not keep up
 ERROR_TAIL = 1500
@@ -169,15 +171,7 @@ STOP_GRACE_S = 30.0  # `cellfabric run` stops its switches and removes its Minin
 def stop(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S, signalled: bool = False) -> None:
     """One SIGINT (`run` and `sim` stop cleanly on it; a second could cut a teardown short),
     SIGKILL after the grace."""
-    if proc.poll() is not None:
-        return
-    if not signalled:
-        proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_process(proc, grace_s, None if signalled else signal.SIGINT)
 
 
 def dask_task(argv: list[str], task_dir: str, cwd: str | None,

@@ -125,24 +125,15 @@ def parse_match(kind: str, value: Any, bitwidth: int, what: str) -> Match | None
         mask = _all_ones(bitwidth) ^ _all_ones(bitwidth - plen)
         return Match("lpm", n & mask, prefix_len=plen)
     if kind == "ternary":
-        if isinstance(value, tuple):
-            v, m = value
-        elif isinstance(value, str) and "&&&" in value:
-            v, _, m = value.partition("&&&")
-        else:
-            v, m = value, _all_ones(bitwidth)
+        v, m = _two_parts(value, "&&&", _all_ones(bitwidth))
         n = parse_int(v, bitwidth, what)
         mask = parse_int(m, bitwidth, what + " (mask)")
         if mask == 0:
             return None
         return Match("ternary", n & mask, mask=mask)
     if kind == "range":
-        if isinstance(value, tuple):
-            lo, hi = value
-        elif isinstance(value, str) and ".." in value:
-            lo, _, hi = value.partition("..")
-        else:
-            lo = hi = value
+        lo, hi = _two_parts(value, "..", None)
+        hi = lo if hi is None else hi
         low = parse_int(lo, bitwidth, what + " (low)")
         high = parse_int(hi, bitwidth, what + " (high)")
         if low > high:
@@ -151,6 +142,17 @@ def parse_match(kind: str, value: Any, bitwidth: int, what: str) -> Match | None
             return None
         return Match("range", low, high=high)
     raise EncodeError(f"{what}: unsupported match type {kind!r}")
+
+
+def _two_parts(value: Any, sep: str, default: Any) -> tuple[Any, Any]:
+    """A (value, mask) or (low, high) given as a tuple or as text around ``sep``; a lone value
+    gets ``default`` as its second part."""
+    if isinstance(value, tuple):
+        return value[0], value[1]
+    if isinstance(value, str) and sep in value:
+        first, _, second = value.partition(sep)
+        return first, second
+    return value, default
 
 
 # ---- formatting for humans --------------------------------------------------------------------

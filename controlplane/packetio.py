@@ -11,7 +11,7 @@ import contextlib
 import logging
 import queue
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from p4.v1 import p4runtime_pb2
 
@@ -81,26 +81,22 @@ class PacketIO:
 
     def _on_packet_in(self, msg: p4runtime_pb2.PacketIn) -> None:
         pkt = self._codec.packet_in(msg) if self._codec else PacketIn(msg.payload, {})
-        handler = self.packet_in_handler
-        if handler is None:
-            with contextlib.suppress(queue.Full):
-                self.packets_in.put_nowait(pkt)
-            return
-        try:
-            handler(pkt)
-        except Exception:
-            log.exception("%s: packet-in handler failed", self.who)
+        self._deliver(pkt, self.packet_in_handler, self.packets_in, "packet-in")
 
     def _on_digest(self, msg: p4runtime_pb2.DigestList) -> None:
-        if self._codec is None:
-            return
-        dl = self._codec.digest_list(msg)
-        handler = self.digest_handler
+        if self._codec is not None:
+            dl = self._codec.digest_list(msg)
+            self._deliver(dl, self.digest_handler, self.digests, "digest")
+
+    def _deliver(self, item: Any, handler: Callable[[Any], None] | None, backlog: queue.Queue,
+                 what: str) -> None:
+        """To the user's handler if one is set (its errors logged, never the stream's end),
+        else into the backlog queue for ``wait_*`` (dropped when full)."""
         if handler is None:
             with contextlib.suppress(queue.Full):
-                self.digests.put_nowait(dl)
+                backlog.put_nowait(item)
             return
         try:
-            handler(dl)
+            handler(item)
         except Exception:
-            log.exception("%s: digest handler failed", self.who)
+            log.exception("%s: %s handler failed", self.who, what)

@@ -1,6 +1,6 @@
 """Where each switch of a topology listens: gRPC (P4Runtime) and admin channel addresses.
 
-The topology runner (topologies/network.py) starts switch N (its ``device_id``) with gRPC on
+The runner (cellfabric/emulation/network.py) starts switch N (its ``device_id``) with gRPC on
 127.0.0.1:(GRPC_BASE + N) and the admin channel on 127.0.0.1:(THRIFT_BASE + N). A topology file
 may also give explicit addresses per switch (``grpc: HOST:PORT``, ``admin: HOST:PORT``).
 """

@@ -33,6 +33,7 @@ from hosts.wire import (
     INT_MAX_HOPS,
     OP_ACK,
     OP_CNP,
+    ROCE_UDP_PORT,
     TELEMETRY_REPORT_PORT,
 )
 from topologies.model import Topology, router_mac
@@ -323,7 +324,7 @@ def _plan_switch_sink(topo: Topology, name: str, host_ports: list[int],
     """A leaf is INT source for RoCEv2 from its hosts and sink towards them; reports go to
     the collector host through a clone session on the first port towards it."""
     sw = topo.switches[name]
-    ents.append(TableEntry(table=T_INT_WATCH, match={"meta.l4_dst_port": "4791&&&0xffff"},
+    ents.append(TableEntry(table=T_INT_WATCH, match={"meta.l4_dst_port": f"{ROCE_UDP_PORT}&&&0xffff"},
                            priority=10, action="MyIngress.int_ingress.int_source",
                            params={"instructions": INT_INSTRUCTIONS, "max_hops": INT_MAX_HOPS}))
     collector = topo.fabric.int.collector

@@ -25,7 +25,7 @@ there are ``aggs * cores/aggs = cores`` equal-cost paths (k=4: 4).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -125,16 +125,28 @@ def leaf_spine(leaves: int, spines: int, hosts: int, rate_pps: int = DEFAULT_RAT
             "switches": switches, "hosts": host_list, "links": links}
 
 
-# generator name -> (function, its required keys)
-GENERATORS: dict[str, tuple[Callable[..., dict[str, Any]], tuple[str, ...]]] = {
-    "fat-tree": (fat_tree, ("k",)),
-    "clos": (clos, ("pods", "leaves", "aggs", "cores", "hosts")),
-    "leaf-spine": (leaf_spine, ("leaves", "spines", "hosts")),
+class Generator(NamedTuple):
+    """One topology generator: its function (required keys as keyword arguments, plus
+    ``rate_pps``, ``depth`` and ``spray``), its required keys and a line of help."""
+
+    func: Callable[..., dict[str, Any]]
+    required: tuple[str, ...]
+    help: str
+
+
+# One entry per generator; `cellfabric topo`'s subcommands and the spec syntax derive from it.
+GENERATORS: dict[str, Generator] = {
+    "fat-tree": Generator(fat_tree, ("k",), "k-ary fat-tree (k=4: 20 switches, 16 hosts)"),
+    "clos": Generator(clos, ("pods", "leaves", "aggs", "cores", "hosts"),
+                      "three-tier Clos: pods of leaves and aggs, core planes"),
+    "leaf-spine": Generator(leaf_spine, ("leaves", "spines", "hosts"),
+                            "two tiers: every leaf to every spine"),
 }
 _OPTIONAL = {"rate": "rate_pps", "depth": "depth"}
-SPEC_HELP = ("GENERATOR:KEY=VALUE,... with fat-tree:k=K | clos:pods=P,leaves=L,aggs=A,"
-             "cores=C,hosts=H | leaf-spine:leaves=N,spines=M,hosts=H (optional rate=PPS, "
-             "depth=PKTS)")
+SPEC_HELP = ("GENERATOR:KEY=VALUE,... with "
+             + " | ".join(f"{name}:" + ",".join(f"{k}={k[0].upper()}" for k in g.required)
+                          for name, g in GENERATORS.items())
+             + " (optional rate=PPS, depth=PKTS)")
 
 
 def is_spec(text: str) -> bool:
@@ -148,7 +160,7 @@ def parse_spec(text: str) -> dict[str, Any]:
     head, sep, tail = text.partition(":")
     if not sep or head not in GENERATORS:
         raise TopologyError(f"{text}: not a generator spec ({SPEC_HELP})")
-    func, required = GENERATORS[head]
+    func, required, _ = GENERATORS[head]
     kwargs: dict[str, int] = {}
     for item in filter(None, tail.split(",")):
         key, eq, value = item.partition("=")

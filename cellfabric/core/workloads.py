@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-
-WORKLOADS = ("permutation", "incast", "all-to-all", "allreduce")
-LOAD_WORKLOADS = ("permutation", "all-to-all")
+from typing import NamedTuple
 
 
 class WorkloadError(ValueError):
@@ -157,23 +156,53 @@ def _interleave(groups: list[list[str]]) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class WorkloadRequest:
+    """What a workload is built from: the command line's choices and the fabric's layout."""
+
+    hosts: list[str]
+    size: int
+    count: int
+    senders: int | None = None
+    leaf_of: dict[str, str] | None = None
+    pod_of: dict[str, str] | None = None
+    seed: int = 1
+    load: float = 0.0
+
+
+class WorkloadKind(NamedTuple):
+    build: Callable[[WorkloadRequest], Workload]
+    takes_load: bool  # messages can arrive as a Poisson process (--load)
+
+
+# One entry per workload; the CLI's --workload choices and --load's rule derive from it.
+REGISTRY: dict[str, WorkloadKind] = {
+    "permutation": WorkloadKind(lambda r: permutation(r.hosts, r.size, r.count, seed=r.seed,
+                                                      cross_leaf=r.leaf_of, load=r.load), True),
+    "incast": WorkloadKind(lambda r: incast(r.hosts, r.senders or len(r.hosts) - 1, r.size,
+                                            r.count), False),
+    "all-to-all": WorkloadKind(lambda r: all_to_all(r.hosts, r.size, r.count, load=r.load,
+                                                    seed=r.seed), True),
+    "allreduce": WorkloadKind(lambda r: ring_allreduce(
+        ring_order(r.hosts, r.leaf_of, r.pod_of) if r.leaf_of else r.hosts, r.size), False),
+}
+WORKLOADS = tuple(REGISTRY)
+LOAD_WORKLOADS = tuple(name for name, kind in REGISTRY.items() if kind.takes_load)
+
+
 def make_workload(name: str, hosts: list[str], size: int, count: int,
                   senders: int | None = None, leaf_of: dict[str, str] | None = None,
                   seed: int = 1, load: float | None = None,
                   pod_of: dict[str, str] | None = None) -> Workload:
-    if load is not None and name in WORKLOADS and name not in LOAD_WORKLOADS:
+    kind = REGISTRY.get(name)
+    if kind is None:
+        raise WorkloadError(f"unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")
+    if load is not None and not kind.takes_load:
         raise WorkloadError(f"--load does not apply to --workload {name}: it is a synchronized "
                             f"burst; offered load applies to {' and '.join(LOAD_WORKLOADS)}")
     if load is not None:
         check_load(load)
         if count < 1:
             raise WorkloadError(f"--load needs --count >= 1 messages per flow (got {count})")
-    if name == "permutation":
-        return permutation(hosts, size, count, seed=seed, cross_leaf=leaf_of, load=load or 0.0)
-    if name == "incast":
-        return incast(hosts, senders or len(hosts) - 1, size, count)
-    if name == "all-to-all":
-        return all_to_all(hosts, size, count, load=load or 0.0, seed=seed)
-    if name == "allreduce":
-        return ring_allreduce(ring_order(hosts, leaf_of, pod_of) if leaf_of else hosts, size)
-    raise WorkloadError(f"unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")
+    return kind.build(WorkloadRequest(hosts, size, count, senders, leaf_of, pod_of, seed,
+                                      load or 0.0))

@@ -32,6 +32,11 @@ COMMANDS = {
                      "resumable"),
     "smoke": Command("cellfabric.emulation.smoke:main",
                      "two hosts through the harness's trivial forwarder, measured with ping"),
+    "trace": Command("cellfabric.trace_cli:main",
+                     "follow sampled cells hop by hop through a run's traces (sim "
+                     "--trace-sample N)"),
+    "report": Command("cellfabric.report_cli:main",
+                      "write a run's (or a sweep's) results as one self-contained HTML page"),
     "host": Command("hosts.cli:main",
                     "end-host programs: send, recv, collect (started by the runner inside each "
                     "host)"),

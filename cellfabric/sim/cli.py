@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
                          "'topology' = the topology file's thresholds in cells")
     ap.add_argument("--until", default=None, help="virtual time limit, e.g. 10ms (default none)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    ap.add_argument("--trace-sample", type=int, default=0, metavar="N",
+                    help="trace 1 packet in N at every switch and host NIC to "
+                         "RESULTS/traces/*.jsonl (see `cellfabric trace`; default 0: off)")
     return ap
 
 
@@ -98,7 +101,8 @@ def sim_main(argv: list[str]) -> int:
         cfg = SimConfig(topo=topo, workload=workload, cc=topo.fabric.cc, run_dir=Path("."),
                         settings=settings, target=resolve_target(args.target), events=events,
                         progress=not args.quiet,
-                        credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled))
+                        credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled),
+                        trace_sample=max(0, args.trace_sample))
         cfg.run_dir = Path(args.results) / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_name(cfg)}"
         metrics, path = execute_sim(cfg)
     except (TopologyError, WorkloadError, ToolchainError, ValueError,

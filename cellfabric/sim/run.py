@@ -39,6 +39,7 @@ from cellfabric.sim.hostsetup import (
 )
 from cellfabric.sim.hostsim import Program
 from cellfabric.sim.net import LinkModel, SimFabric
+from cellfabric.sim.tracing import FabricTracing
 from controlplane.fabric_controller import FabricController
 from controlplane.fabric_plan import C_PORT_TX, C_PORT_TX_DATA
 from hosts.collector import Collector
@@ -61,6 +62,7 @@ class SimConfig:
     events: list[LinkEvent] = field(default_factory=list)
     progress: bool = True
     credit_unscheduled: int | None = None  # --credit-unscheduled (None: auto)
+    trace_sample: int = 0  # --trace-sample N: 1 packet in N traced to run_dir/traces (0: off)
 
 
 def _say(cfg: SimConfig, msg: str) -> None:
@@ -101,6 +103,7 @@ class SimRun:
         self._wall0 = 0.0
         self._last_progress = 0.0
         self.collector: Collector | None = None
+        self.tracing: FabricTracing | None = None
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -108,6 +111,8 @@ class SimRun:
         _say(cfg, f"[1/4] compiling {FABRIC_P4.name} ({cfg.target} compiler)")
         json_path, p4info = compile_p4(FABRIC_P4, cfg.run_dir / "build", target=cfg.target)
         self.fabric.build()
+        self.tracing = (FabricTracing(self.fabric, self.topo, cfg.run_dir / "traces",
+                                      cfg.trace_sample) if cfg.trace_sample else None)
         self._start_collector()
         self.local = LocalFabric({
             name: LocalConnection(name, sw.dp, self.topo.switches[name].device_id)
@@ -382,6 +387,8 @@ class SimRun:
         # waking on its own, and its all-reduce took 18 min instead of 151 s.
         if self.local is not None:
             self.local.close()
+        if self.tracing is not None:
+            self.tracing.close()
 
 
 def format_sim_summary(m: RunMetrics) -> str:

@@ -1,0 +1,189 @@
+"""Journeys of sampled packets: every switch's trace records (RESULTS/traces/SWITCH.jsonl,
+p4sim.switch.jsontrace) and the hosts' NIC records (hosts.jsonl) joined per packet.
+
+A packet is known at every hop by its identity (IPv4 addresses, protocol, identification, L4
+ports: fields no hop rewrites; cells carry the PSN's low 16 bits as identification). Each send
+at a host NIC starts one journey (a retransmission starts another); the switch records of the
+same identity that follow it, in time order, are its hops, and the first receive at a host
+after the last hop ends it. The times telescope: the one-way latency measured from send to
+receive is the host NIC's wait, the links' times and each switch's queue wait (plus the
+switch's processing time, zero in virtual time).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+IdKey = tuple[Any, ...]
+TRACES = "traces"
+
+
+class TraceError(Exception):
+    """A results folder without readable traces (one line, with the path)."""
+
+
+def id_key(ident: dict[str, Any] | None) -> IdKey | None:
+    if not ident:
+        return None
+    return (ident["src"], ident["dst"], ident["proto"], ident["sport"], ident["dport"],
+            ident["ip_id"])
+
+
+@dataclass
+class Traces:
+    index: dict[str, Any]
+    sends: list[dict[str, Any]]
+    recvs: dict[IdKey, list[dict[str, Any]]]
+    hops: dict[IdKey, list[dict[str, Any]]]  # switch records by identity, by t_in
+    switches: list[str] = field(default_factory=list)
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise TraceError(f"{path}:{n}: not a JSON record ({e.msg})") from None
+    return out
+
+
+def load_traces(run_dir: Path) -> Traces:
+    tdir = run_dir / TRACES
+    if not tdir.is_dir():
+        raise TraceError(f"{run_dir}: no traces/ folder (run `cellfabric sim --trace-sample N`)")
+    index_path = tdir / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.exists() else {"hosts": {}}
+    sends, recvs = [], {}
+    hosts_path = tdir / "hosts.jsonl"
+    for rec in _jsonl(hosts_path) if hosts_path.exists() else []:
+        key = id_key(rec.get("id"))
+        if key is None:
+            continue
+        if rec["ev"] == "send":
+            sends.append(rec)
+        else:
+            recvs.setdefault(key, []).append(rec)
+    hops: dict[IdKey, list[dict[str, Any]]] = {}
+    switches = []
+    for path in sorted(tdir.glob("*.jsonl")):
+        if path.name == "hosts.jsonl":
+            continue
+        switches.append(path.stem)
+        for rec in _jsonl(path):
+            key = id_key(rec.get("id"))
+            if key is not None:
+                hops.setdefault(key, []).append(rec)
+    for recs in hops.values():
+        recs.sort(key=lambda r: r["t_in"])
+    sends.sort(key=lambda r: r["t"])
+    return Traces(index, sends, recvs, hops, switches)
+
+
+def _named(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events a reader follows: tables, selector choices, named actions, errors (not the
+    compiler's anonymous act_N / node_N steps)."""
+    return [ev for ev in events if ev["ev"] in ("table", "choice", "error")
+            or (ev["ev"] == "action" and not ev["name"].startswith(("act_", "NoAction")))]
+
+
+def _hop(rec: dict[str, Any], prev_out: int, links: dict[str, str]) -> dict[str, Any]:
+    copy = next((c for c in rec["copies"] if "t_out" in c), None)
+    dropped = next((c for c in rec["copies"] if c.get("dropped")), None)
+    used = copy or dropped or {}
+    hop: dict[str, Any] = {
+        "switch": rec["switch"], "in_port": rec["in_port"], "t_in": rec["t_in"],
+        "link_in_ns": rec["t_in"] - prev_out, "out_port": used.get("port"),
+        "depth": used.get("depth"), "queue_wait_ns": used.get("wait_ns", 0),
+        "t_out": used.get("t_out"), "changes": used.get("changes", {}),
+        "decisions": _named(rec["ingress"]) + _named(used.get("egress", [])),
+        "peer": links.get(f"{rec['switch']}:{used.get('port')}"),
+    }
+    if copy is not None:
+        hop["processing_ns"] = copy["t_out"] - rec["t_in"] - copy.get("wait_ns", 0)
+    if "drop" in rec:
+        hop["drop"] = rec["drop"]
+    return hop
+
+
+def journey_of(tr: Traces, send: dict[str, Any], next_send_t: int | None) -> dict[str, Any]:
+    """One packet's journey from its send record (see the module docstring)."""
+    key = id_key(send["id"])
+    assert key is not None
+    links = tr.index.get("links", {})
+    names = {ip: name for name, ip in tr.index.get("hosts", {}).items()}
+    recs = [r for r in tr.hops.get(key, ()) if r["t_in"] >= send["t"]
+            and (next_send_t is None or r["t_in"] < next_send_t)]
+    j: dict[str, Any] = {"src": send["host"], "dst": names.get(send["id"]["dst"]),
+                         "id": send["id"], "cell": send.get("cell"), "t_send": send["t"],
+                         "nic_wait_ns": send.get("t_tx", send["t"]) - send["t"], "hops": []}
+    prev_out = send.get("t_tx", send["t"])
+    for rec in recs:
+        hop = _hop(rec, prev_out, links)
+        j["hops"].append(hop)
+        if "drop" in hop or hop["t_out"] is None:
+            j["dropped"] = {"switch": hop["switch"], **hop.get("drop", {
+                "reason": "no copy left the switch"})}
+            return j
+        prev_out = hop["t_out"]
+    recv = next((r for r in tr.recvs.get(key, ()) if r["t"] >= prev_out), None)
+    if recv is None:
+        last = j["hops"][-1] if j["hops"] else None
+        j["lost"] = (f"after {last['switch']} port {last['out_port']} (link down, or the run "
+                     "ended first)" if last else "before the first switch")
+        return j
+    j["t_recv"] = recv["t"]
+    j["link_out_ns"] = recv["t"] - prev_out
+    j["one_way_ns"] = recv["t"] - send["t"]
+    j["ecn_at_receiver"] = (recv.get("cell") or {}).get("ecn")
+    parts = {"nic_wait_ns": j["nic_wait_ns"],
+             "links_ns": sum(h["link_in_ns"] for h in j["hops"]) + j["link_out_ns"],
+             "queue_waits_ns": sum(h["queue_wait_ns"] for h in j["hops"]),
+             "processing_ns": sum(h.get("processing_ns", 0) for h in j["hops"])}
+    parts["sum_ns"] = sum(parts.values())
+    j["breakdown"] = parts
+    return j
+
+
+def journeys(tr: Traces, src: str | None = None, dst: str | None = None,
+             psn: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Journeys of the sampled packets sent by ``src`` to ``dst`` (host names; None: any),
+    data cells of PSN ``psn`` only if given, in send order."""
+    ips = tr.index.get("hosts", {})
+    for name in (src, dst):
+        if name is not None and name not in ips:
+            known = ", ".join(sorted(ips)) or "none"
+            raise TraceError(f"unknown host '{name}' (hosts in this run: {known})")
+    by_key: dict[IdKey, list[dict[str, Any]]] = {}
+    for s in tr.sends:
+        by_key.setdefault(id_key(s["id"]), []).append(s)  # type: ignore[arg-type]
+    out = []
+    for s in tr.sends:
+        if src is not None and s["host"] != src:
+            continue
+        if dst is not None and s["id"]["dst"] != ips[dst]:
+            continue
+        if psn is not None and (s.get("cell") or {}).get("psn") != psn:
+            continue
+        same = by_key[id_key(s["id"])]  # type: ignore[index]
+        later = [x["t"] for x in same if x["t"] > s["t"]]
+        out.append(journey_of(tr, s, min(later) if later else None))
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def dropped_journeys(tr: Traces) -> list[dict[str, Any]]:
+    """Every sampled packet that a switch dropped, whether or not a host sent it."""
+    out = []
+    for recs in tr.hops.values():
+        for rec in recs:
+            if "drop" in rec:
+                out.append({"switch": rec["switch"], "t": rec["drop"].get("t", rec["t_in"]),
+                            "id": rec["id"], **rec["drop"]})
+    return sorted(out, key=lambda d: d["t"])

@@ -1,0 +1,403 @@
+"""Structured packet trace: one JSON record per sampled packet per switch.
+
+A ``JsonTracer`` is passed to ``DataPlane(trace=...)`` like ``p4sim.switch.trace.Tracer`` (it
+has the same building hooks), but instead of text lines it fills one dict per packet and
+writes it as one JSON line when the packet's last copy has left the switch or was dropped:
+
+    {"switch", "pkt", "t_in" (ns since the switch's t0), "in_port", "len", "instance",
+     "id": {"src", "dst", "proto", "ip_id", "sport", "dport"},
+     "hdr": {"ttl", "dscp", "ecn", "ip_len"} as received,
+     "ingress": [events], "copies": [{"port", "prio", "t_enq", "depth", "t_deq", "wait_ns",
+       "left", "egress": [events], "t_out", "out_len", "changes": {...}}],
+     "drop": {"stage", "reason", ...} (only when a copy was dropped)}
+
+Events, in the order they happened: {"ev": "parser", "state"}, {"ev": "table", "table",
+"hit", "key", "entry", "priority", "action"}, {"ev": "action", "name", "args"},
+{"ev": "condition", "name", "value"}, {"ev": "choice", "table", "group", "members",
+"chosen"} (an action-selector group: every member with its action, arguments and liveness,
+and which one the selector hash took), {"ev": "error", "msg"}.
+
+Sampling, so a fabric run can afford it: ``TraceSampler(every=N)`` keeps 1 packet in N by a
+hash of the packet's identity (IPv4 addresses, protocol, identification, L4 ports: the fields
+no hop changes), so every switch keeps the same packets and a journey can be joined across
+the fabric; a filter (``src=``, ``dst=``, ``proto=``, ``sport=``, ``dport=``) keeps only the
+packets that match it. A packet not sampled costs one identity hash at receive and a flag
+test in each wrapped node.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import zlib
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from p4sim.switch.api import GroupRef
+from p4sim.switch.packet import ParserError
+from p4sim.switch.trace import _STATE, fmt
+
+FILTER_FIELDS = ("src", "dst", "proto", "sport", "dport")
+ETHERTYPE_IPV4 = 0x0800
+
+
+def packet_identity(frame: bytes) -> dict[str, Any] | None:
+    """The fields of an IPv4 packet that no hop rewrites, or None for any other frame."""
+    if len(frame) < 34 or frame[12] != 0x08 or frame[13] != 0x00 or frame[14] >> 4 != 4:
+        return None
+    l4 = 14 + (frame[14] & 0x0F) * 4
+    proto = frame[23]
+    sport = dport = 0
+    if proto in (6, 17) and len(frame) >= l4 + 4:
+        sport = int.from_bytes(frame[l4:l4 + 2], "big")
+        dport = int.from_bytes(frame[l4 + 2:l4 + 4], "big")
+    return {"src": str(ipaddress.IPv4Address(frame[26:30])),
+            "dst": str(ipaddress.IPv4Address(frame[30:34])), "proto": proto,
+            "ip_id": int.from_bytes(frame[18:20], "big"), "sport": sport, "dport": dport}
+
+
+def ip_header(frame: bytes) -> dict[str, int] | None:
+    """TTL, DSCP, ECN and total length of an IPv4 frame (the fields hops change)."""
+    if len(frame) < 34 or frame[12:14] != b"\x08\x00":
+        return None
+    return {"ttl": frame[22], "dscp": frame[15] >> 2, "ecn": frame[15] & 3,
+            "ip_len": int.from_bytes(frame[16:18], "big")}
+
+
+def identity_hash(frame: bytes) -> int | None:
+    """crc32 over the identity's bytes: the same for one packet at every hop."""
+    if len(frame) < 34 or frame[12] != 0x08 or frame[13] != 0x00:
+        return None
+    l4 = 14 + (frame[14] & 0x0F) * 4
+    return zlib.crc32(frame[26:34] + frame[23:24] + frame[18:20] + frame[l4:l4 + 4])
+
+
+class TraceSampler:
+    """Which packets get a record: 1 in ``every`` by identity hash, and those matching
+    ``filters`` ({field: value}, every one must match)."""
+
+    def __init__(self, every: int = 1, filters: dict[str, Any] | None = None) -> None:
+        if every < 1:
+            raise ValueError(f"trace sample must be at least 1, got {every}")
+        self.every = every
+        self.filters = filters or {}
+
+    @classmethod
+    def parse_filter(cls, spec: str) -> dict[str, Any]:
+        """``src=10.0.0.1,dport=4791`` -> {"src": "10.0.0.1", "dport": 4791}."""
+        out: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            name, eq, value = part.partition("=")
+            if not eq or name not in FILTER_FIELDS:
+                raise ValueError(f"trace filter '{part}': expected NAME=VALUE with NAME one of "
+                                 f"{', '.join(FILTER_FIELDS)}")
+            try:
+                out[name] = str(ipaddress.IPv4Address(value)) if name in ("src", "dst") \
+                    else int(value, 0)
+            except ValueError:
+                raise ValueError(f"trace filter '{part}': bad value '{value}'") from None
+        return out
+
+    def wants(self, frame: bytes) -> bool:
+        if self.every > 1:
+            h = identity_hash(frame)
+            if h is None or h % self.every:
+                return False
+        if self.filters:
+            ident = packet_identity(frame)
+            if ident is None or any(ident[k] != v for k, v in self.filters.items()):
+                return False
+        return True
+
+
+class JsonTracer:
+    """Tracer-compatible sink of structured per-packet records (see the module docstring)."""
+
+    def __init__(self, out: TextIO, switch: str = "", sampler: TraceSampler | None = None,
+                 flush: bool = False) -> None:
+        self.out = out
+        self.switch = switch
+        self.sampler = sampler or TraceSampler()
+        self.flush = flush
+        self.clock: Callable[[], int] = lambda: 0
+        self.t0 = 0
+        self.level = 1  # as Tracer's "debug": pipeline code may ask
+        self.records = 0
+        self._ids = 0
+        self._rec: dict[str, Any] | None = None  # the sampled packet in ingress
+        self._events: list[dict[str, Any]] | None = None  # where its next event goes
+        self._choice: dict[str, Any] | None = None  # a selector group waiting for its action
+        self._drop_slot: int | None = None
+        self._drop_names: dict[int, str] = {}
+
+    def now(self) -> int:
+        return self.clock() - self.t0
+
+    def enabled(self, level: str) -> bool:
+        return level != "trace"
+
+    # -- text-log compatibility: messages land in the current record --------------------------
+    def _note(self, msg: str) -> None:
+        if self._events is not None:
+            self._events.append({"ev": "error", "msg": msg})
+
+    event = detail = info = warning = _note
+
+    def set_drop_reasons(self, names: dict[int, str]) -> None:
+        """Names for the program's ``drop_reason`` metadata values (read when a copy drops)."""
+        self._drop_names = dict(names)
+
+    # -- program building (called by CompiledProgram) -------------------------------------------
+    def wrap_action(self, name: str, fn: Any) -> Any:
+        def action(P: Any, F: list[int], D: tuple) -> Any:
+            events = self._events
+            if events is not None:
+                events.append({"ev": "action", "name": name, "args": list(D)})
+                choice = self._choice
+                if choice is not None:
+                    self._choice = None
+                    for i, m in enumerate(choice["members"]):
+                        if m["action"] == name and m["args"] == list(D) and m["live"]:
+                            choice["chosen"] = i
+                            break
+            return fn(P, F, D)
+        return action
+
+    def wrap_parser_states(self, ns: dict[str, Any], start: Any) -> Any:
+        wrapped: dict[Any, Any] = {}
+        for name, fn in list(ns.items()):
+            code = getattr(fn, "__code__", None)
+            m = _STATE.fullmatch(code.co_filename) if code is not None else None
+            if m is not None:
+                wrapped[fn] = ns[name] = self._state(m.group(2), fn)
+        return wrapped.get(start, start)
+
+    def _state(self, state: str, fn: Any) -> Any:
+        def traced_state(P: Any, F: list[int], D: tuple) -> Any:
+            events = self._events
+            if events is None:
+                return fn(P, F, D)
+            events.append({"ev": "parser", "state": state})
+            rec = self._rec
+            if rec is not None and "_F" not in rec:
+                rec["_F"] = F  # read back for the drop reason, if the packet drops
+            try:
+                return fn(P, F, D)
+            except ParserError as e:
+                events.append({"ev": "error", "msg": f"parser error in state '{state}'",
+                               "code": e.code})
+                raise
+        return traced_state
+
+    def wrap_lookup(self, table: Any, lookup: Any) -> Any:
+        names = [kname for _, _, kname in table.keys]
+
+        def traced_lookup(key: tuple) -> Any:
+            entry = lookup(key)
+            events = self._events
+            if events is None:
+                return entry
+            ev: dict[str, Any] = {"ev": "table", "table": table.name, "hit": entry is not None,
+                                  "key": {n: v for n, v in zip(names, key)}}
+            events.append(ev)
+            if entry is not None:
+                api = table.to_api(entry)
+                ev["entry"] = [fmt(k) for k in api.key]
+                ev["priority"] = api.priority
+                ev["action"] = fmt(api.action)
+                if type(api.action) is GroupRef and table.profile is not None:
+                    self._choice = _group_choice(table, api.action.group_id)
+                    events.append(self._choice)
+            return entry
+        return traced_lookup
+
+    def wrap_node(self, kind: str, name: str, node: Any, holder: Any = None) -> Any:
+        if kind == "table":
+            return node
+
+        def cond_node(P: Any, F: list[int], D: tuple = ()) -> Any:
+            nxt = node(P, F)
+            if self._events is not None:
+                self._events.append({"ev": "condition", "name": name,
+                                     "value": nxt is holder.true_next})
+            return nxt
+        return cond_node
+
+    # -- the packet path (called by V1Model) ------------------------------------------------------
+    def stage_wrapper(self, flow: Any) -> Callable[[str, Any], Any]:
+        self._drop_slot = _drop_reason_slot(flow.cp.p)
+        builders = {"receive": self._receive, "to_egress": self._to_egress,
+                    "egress": self._egress, "enqueue": self._enqueue, "output": self._output}
+
+        def wrap(name: str, fn: Any) -> Any:
+            build = builders.get(name)
+            return build(fn, flow) if build is not None else fn
+        return wrap
+
+    def _receive(self, fn: Any, flow: Any) -> Any:
+        counters, wants = flow.counters, self.sampler.wants
+
+        def receive(port: int, frame: bytes, *rest: Any) -> None:
+            if not wants(frame):
+                return fn(port, frame, *rest)
+            outer = self._rec, self._events
+            self._ids += 1
+            rec = {"switch": self.switch, "pkt": self._ids, "t_in": self.now(),
+                   "in_port": port, "len": len(frame), "instance": rest[0] if rest else 0,
+                   "id": packet_identity(frame), "hdr": ip_header(frame), "ingress": [],
+                   "copies": [], "_open": 1}
+            self._rec, self._events = rec, rec["ingress"]
+            drops = counters.pipeline_drops
+            try:
+                fn(port, frame, *rest)
+            finally:
+                if counters.pipeline_drops > drops and not rec["copies"]:
+                    self._drop(rec, "ingress", flow, None)
+                self._rec, self._events = outer
+                self._close(rec)
+        return receive
+
+    def _to_egress(self, fn: Any, flow: Any) -> Any:
+        def to_egress(P: Any, port: int) -> None:
+            rec = self._rec
+            if rec is None:
+                P.trace_id = None
+                return fn(P, port)
+            copy = {"port": port, "prio": 0, "t_enq": self.now(), "egress": [],
+                    "_rec": rec}
+            rec["copies"].append(copy)
+            rec["_open"] += 1
+            P.trace_id = copy  # the packet carries its record through the queue
+            fn(P, port)
+            if "depth" not in copy:  # neither queued nor sent on: its priority has no queue
+                self._drop(rec, "queue", flow, copy, f"priority {copy['prio']} has no queue")
+                self._finish(copy)
+        return to_egress
+
+    def _enqueue(self, fn: Any, flow: Any) -> Any:
+        def enqueue(port: int, prio: int, P: Any, now: int) -> int:
+            depth = fn(port, prio, P, now)
+            copy = getattr(P, "trace_id", None)
+            if type(copy) is dict:
+                copy["prio"], copy["depth"] = prio, depth
+                if depth < 0:
+                    copy["depth"] = None
+                    self._drop(copy["_rec"], "queue", flow, copy,
+                               f"tail drop: queue ({port}, {prio}) full")
+                    self._finish(copy)
+            return depth
+        return enqueue
+
+    def _egress(self, fn: Any, flow: Any) -> Any:
+        counters = flow.counters
+
+        def egress(P: Any, port: int, prio: int, left: int, now: int) -> None:
+            copy = getattr(P, "trace_id", None)
+            if type(copy) is not dict:
+                return fn(P, port, prio, left, now)
+            outer = self._rec, self._events
+            self._rec, self._events = copy["_rec"], copy["egress"]
+            copy["_F"] = P.F
+            t = now - self.t0
+            copy.update(prio=prio, t_deq=t, wait_ns=t - copy["t_enq"], left=left)
+            copy.setdefault("depth", 0)  # went on at once: nothing queued before it
+            drops = counters.pipeline_drops
+            try:
+                fn(P, port, prio, left, now)
+            finally:
+                if counters.pipeline_drops > drops and "t_out" not in copy:
+                    self._drop(copy["_rec"], "egress", flow, copy)
+                self._rec, self._events = outer
+                self._finish(copy)
+        return egress
+
+    def _output(self, fn: Any, flow: Any) -> Any:
+        def output(port: int, frame: bytes) -> None:
+            rec = self._rec
+            if rec is not None and rec["copies"]:
+                copy = next((c for c in reversed(rec["copies"])
+                             if c["port"] == port and "t_out" not in c), None)
+                if copy is not None:
+                    copy["t_out"] = self.now()
+                    copy["out_len"] = len(frame)
+                    copy["changes"] = _changes(rec["hdr"], ip_header(frame), rec["len"],
+                                               len(frame))
+            fn(port, frame)
+        return output
+
+    # -- records --------------------------------------------------------------------------------
+    def _drop(self, rec: dict[str, Any], stage: str, flow: Any, copy: dict[str, Any] | None,
+              reason: str = "") -> None:
+        drop: dict[str, Any] = {"stage": stage, "t": self.now()}
+        if copy is not None:
+            drop["port"] = copy["port"]
+            copy["dropped"] = True
+        if not reason:
+            reason = f"dropped in {stage} (egress_spec = drop port)"
+            if flow.counters.last_abort and stage == "ingress":
+                reason = f"dropped in {stage}"
+        drop["reason"] = reason
+        phv = (copy or rec).get("_F")
+        if self._drop_slot is not None and phv is not None and phv[self._drop_slot]:
+            code = phv[self._drop_slot]
+            drop["code"] = code
+            drop["code_name"] = self._drop_names.get(code, str(code))
+        rec["drop"] = drop
+
+    def _finish(self, copy: dict[str, Any]) -> None:
+        if "_done" in copy:
+            return
+        copy["_done"] = True  # finished once: never counted twice
+        self._close(copy["_rec"])
+
+    def _close(self, rec: dict[str, Any]) -> None:
+        rec["_open"] -= 1
+        if rec["_open"] > 0:
+            return
+        del rec["_open"]
+        rec.pop("_F", None)
+        for c in rec["copies"]:
+            for k in ("_rec", "_done", "_F"):
+                c.pop(k, None)
+        self.records += 1
+        self.out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        if self.flush:
+            self.out.flush()
+
+    def close(self) -> None:
+        self.out.flush()
+
+
+def _group_choice(table: Any, group_id: int) -> dict[str, Any]:
+    profile = table.profile
+    members = []
+    for gm in profile.groups.get(group_id, ()):
+        m = profile.members.get(gm.member_id)
+        live = gm.watch_port is None or bool(profile.port_up(gm.watch_port))
+        members.append({"member": gm.member_id, "action": m[0].name if m else None,
+                        "args": list(m[1]) if m else [], "live": live,
+                        "watch_port": gm.watch_port})
+    return {"ev": "choice", "table": table.name, "group": group_id, "members": members,
+            "chosen": None}
+
+
+def _changes(before: dict[str, int] | None, after: dict[str, int] | None, len_in: int,
+             len_out: int) -> dict[str, Any]:
+    """What this hop changed in the IPv4 header, and the bytes it added (INT) or removed."""
+    out: dict[str, Any] = {}
+    if before and after:
+        for k in ("ttl", "dscp", "ecn"):
+            if before[k] != after[k]:
+                out[k] = [before[k], after[k]]
+    if len_out != len_in:
+        out["bytes"] = len_out - len_in
+    return out
+
+
+def _drop_reason_slot(program: Any) -> int | None:
+    """The PHV slot of a metadata field named ``drop_reason``, if the program has one."""
+    for inst in program.headers.values():
+        for f in getattr(inst, "fields", ()):
+            if getattr(f, "name", "").endswith("drop_reason"):
+                return f.slot
+    return None

@@ -9,29 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cellfabric.core.journeys import TraceError, journeys, load_traces
+from cellfabric.core.journeys import TraceError, describe_decision, journeys, load_traces
 
 
 def _us(ns: int | None) -> str:
     return "-" if ns is None else f"{ns / 1000:.3f} us"
-
-
-def describe_decision(ev: dict[str, Any]) -> str:
-    """One table, selector choice or action as a short phrase."""
-    kind = ev["ev"]
-    short = lambda name: name.rsplit(".", 1)[-1]  # noqa: E731
-    if kind == "table":
-        return (f"{short(ev['table'])} hit -> {ev.get('action', '?')}" if ev["hit"]
-                else f"{short(ev['table'])} miss")
-    if kind == "choice":
-        options = [f"{short(m['action'] or '?')}({', '.join(map(str, m['args']))})"
-                   + ("" if m["live"] else " down") for m in ev["members"]]
-        chosen = ev.get("chosen")
-        picked = options[chosen] if chosen is not None else "none"
-        return f"{short(ev['table'])} group {ev['group']}: chose {picked} of [{', '.join(options)}]"
-    if kind == "action":
-        return f"{short(ev['name'])}({', '.join(map(str, ev['args']))})"
-    return ev.get("msg", kind)
 
 
 def format_journey(j: dict[str, Any], verbose: bool = False) -> str:

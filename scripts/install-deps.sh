@@ -14,6 +14,7 @@ PACKAGES=(
   libpcap0.8       # tests/unit/test_netlab_capture.py reads ports with libpcap, as BMv2 does
   python3-venv     # venv for a stock Debian python3
   make
+  chromium         # headless browser: tests/sim/test_sim_report_html.py opens report.html
 )
 
 missing=()

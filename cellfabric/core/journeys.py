@@ -187,3 +187,21 @@ def dropped_journeys(tr: Traces) -> list[dict[str, Any]]:
                 out.append({"switch": rec["switch"], "t": rec["drop"].get("t", rec["t_in"]),
                             "id": rec["id"], **rec["drop"]})
     return sorted(out, key=lambda d: d["t"])
+
+
+def describe_decision(ev: dict[str, Any]) -> str:
+    """One table, selector choice or action as a short phrase."""
+    kind = ev["ev"]
+    short = lambda name: name.rsplit(".", 1)[-1]  # noqa: E731
+    if kind == "table":
+        return (f"{short(ev['table'])} hit -> {ev.get('action', '?')}" if ev["hit"]
+                else f"{short(ev['table'])} miss")
+    if kind == "choice":
+        options = [f"{short(m['action'] or '?')}({', '.join(map(str, m['args']))})"
+                   + ("" if m["live"] else " down") for m in ev["members"]]
+        chosen = ev.get("chosen")
+        picked = options[chosen] if chosen is not None else "none"
+        return f"{short(ev['table'])} group {ev['group']}: chose {picked} of [{', '.join(options)}]"
+    if kind == "action":
+        return f"{short(ev['name'])}({', '.join(map(str, ev['args']))})"
+    return ev.get("msg", kind)

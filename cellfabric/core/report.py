@@ -251,6 +251,9 @@ def write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None = No
     from cellfabric.core.plots import write_plots
 
     write_plots(m, run_dir)
+    from cellfabric.core.html import write_run_page
+
+    write_run_page(run_dir)  # report.html: the run as one page (after the plots it embeds)
     return path
 
 

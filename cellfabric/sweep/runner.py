@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from cellfabric.core.html import write_sweep_page
 from cellfabric.sweep import task as taskmod
 from cellfabric.sweep.executors import Job
 from cellfabric.sweep.results import make_row, write_plots, write_table
@@ -180,6 +181,7 @@ def _finish(spec: Spec, results: Path, progress: Progress, interrupted: bool,
     csv_path, jsonl = write_table(rows, results)
     params = list(dict.fromkeys(k for t in spec.tasks for k in t.params))
     plots, skipped = write_plots(rows, spec.plots, results, params)
+    page = write_sweep_page(results, spec.name)
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in
               ("ok", "invalid", "failed", "not run")}
     word = "interrupted" if interrupted else "finished"
@@ -190,6 +192,7 @@ def _finish(spec: Spec, results: Path, progress: Progress, interrupted: bool,
     print(f"  table: {csv_path} and {jsonl.name} (one row per task)", file=out)
     for p in plots:
         print(f"  plot: {p}", file=out)
+    print(f"  page: {page}", file=out)
     for s in skipped:
         print(f"  plot skipped: {s}", file=out)
     for r in rows:

@@ -401,3 +401,12 @@ def _drop_reason_slot(program: Any) -> int | None:
             if getattr(f, "name", "").endswith("drop_reason"):
                 return f.slot
     return None
+
+
+def tracer_from_options(path: str, sample: int, filter_spec: str | None,
+                        switch: str = "") -> JsonTracer:
+    """`p4sim switch --trace-file PATH [--trace-sample N] [--trace-filter SPEC]`; raises
+    ValueError (a bad sample or filter) or OSError (the file) with a one-line message."""
+    sampler = TraceSampler(sample, TraceSampler.parse_filter(filter_spec or ""))
+    out = open(path, "w", buffering=1)  # noqa: SIM115 - line-buffered: a record is a line
+    return JsonTracer(out, switch, sampler)

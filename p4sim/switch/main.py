@@ -49,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--log-flush", action="store_true")
     ap.add_argument("--priority-queues", type=int, default=1)
     ap.add_argument("--thrift-port", type=int, default=DEFAULT_PORT)
+    # Structured per-packet trace (p4sim.switch.jsontrace): one JSON record per sampled packet.
+    ap.add_argument("--trace-file", default=None, metavar="PATH")
+    ap.add_argument("--trace-sample", type=int, default=1, metavar="N")
+    ap.add_argument("--trace-filter", default=None, metavar="src=IP,dst=IP,proto=N,sport=N,dport=N")
     ap.add_argument("json", nargs="?", default=None)
     return ap
 
@@ -103,6 +107,10 @@ def _interfaces(specs: list[str]) -> dict[int, str]:
 
 def _tracer(ns: argparse.Namespace) -> Any:
     """The packet trace the options ask for, or None (then it costs nothing)."""
+    if getattr(ns, "trace_file", None):  # the structured trace instead of the text log
+        from p4sim.switch.jsontrace import tracer_from_options
+        return tracer_from_options(ns.trace_file, ns.trace_sample, ns.trace_filter,
+                                   f"device {ns.device_id}")
     if not (ns.log_console or ns.log_file) or ns.log_level == "off":
         return None
     from p4sim.switch.trace import Tracer
@@ -129,7 +137,10 @@ def _data_plane(ns: argparse.Namespace) -> Any:
     try:
         tracer = _tracer(ns)
     except OSError as e:
-        raise _Exit(1, f"cannot open log file {ns.log_file}: {e.strerror}") from None
+        raise _Exit(1, f"cannot open log file {ns.trace_file or ns.log_file}: {e.strerror}") \
+            from None
+    except ValueError as e:  # --trace-sample / --trace-filter
+        raise _Exit(2, str(e)) from None
     dp = DataPlane(ns.device_id, ns.cpu_port, ns.priority_queues,
                    tracer.warning if tracer is not None else None, trace=tracer)
     if ns.no_p4:

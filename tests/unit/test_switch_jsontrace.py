@@ -1,0 +1,130 @@
+"""The structured packet trace (p4sim.switch.jsontrace): one JSON record per sampled packet,
+its sampling by packet identity, and `p4sim switch --trace-file`."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "bmv2json"))
+
+from jsonkit import Prog, assign, f, hx, rd
+
+from p4sim.switch.api import ActionCall, Exact, TableEntry
+from p4sim.switch.dataplane import DataPlane
+from p4sim.switch.jsontrace import JsonTracer, TraceSampler, identity_hash, packet_identity
+from p4sim.switch.main import main as switch_main
+
+STD = "standard_metadata"
+
+
+def prog() -> Prog:
+    p = Prog([("k1", 16), ("k2", 8)])
+    fwd = p.action("fwd", [("port", 9)], [assign(f(STD, "egress_spec"), rd(0))])
+    other = p.action("to_port_2", [], [assign(f(STD, "egress_spec"), hx(2))])
+    p.table("t", [("exact", ["probe", "k1"])], [fwd, other], default=(other, []))
+    return p
+
+
+def traced(sampler: TraceSampler | None = None) -> tuple[DataPlane, io.StringIO, list[int]]:
+    out, sent = io.StringIO(), []
+    dp = DataPlane(trace=JsonTracer(out, "s1", sampler), clock=lambda: 5000,
+                   transmit=lambda port, fr: sent.append(port))
+    dp.load_pipeline(prog().json())
+    dp.table_insert("t", TableEntry((Exact(0x42),), ActionCall("fwd", (3,))))
+    return dp, out, sent
+
+
+def records(out: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_a_record_has_parser_path_table_action_queue_and_egress() -> None:
+    dp, out, sent = traced()
+    dp.receive(1, prog().frame(0x42, 0))
+    (rec,) = records(out)
+    assert sent == [3]
+    assert rec["switch"] == "s1" and rec["in_port"] == 1 and rec["len"] == 25
+    assert [e["state"] for e in rec["ingress"] if e["ev"] == "parser"] == ["start",
+                                                                          "parse_probe"]
+    table = next(e for e in rec["ingress"] if e["ev"] == "table")
+    assert table["table"] == "t" and table["hit"] and table["key"] == {"probe.k1": 0x42}
+    assert table["entry"] == ["0x42"] and table["action"] == "fwd(0x3)"
+    assert {"ev": "action", "name": "fwd", "args": [3]} in rec["ingress"]
+    (copy,) = rec["copies"]
+    assert copy["port"] == 3 and copy["depth"] == 0 and copy["wait_ns"] == 0
+    assert copy["t_out"] == 0 and copy["out_len"] == 25  # clock - t0: the same instant
+
+
+def test_a_queued_packet_records_its_depth_and_a_full_queue_its_tail_drop() -> None:
+    dp, out, sent = traced()
+    dp.set_queue_rate(10, 2)  # 10 pps to port 2, room for one waiting packet
+    dp.set_queue_depth(1, 2)
+    for _ in range(3):
+        dp.receive(1, prog().frame(0x44, 0))  # misses: default action to port 2
+    recs = records(out)
+    # The first left at once, the third found the queue full; the second still waits.
+    assert len(recs) == 2 and sent == [2]
+    assert recs[0]["copies"][0]["port"] == 2 and "drop" not in recs[0]
+    miss = next(e for e in recs[0]["ingress"] if e["ev"] == "table")
+    assert miss["hit"] is False and "entry" not in miss
+    drop = recs[1]["drop"]
+    assert drop["stage"] == "queue" and drop["port"] == 2
+    assert drop["reason"] == "tail drop: queue (2, 0) full"
+
+
+def _ipv4(src: str, dst: str, ident: int, ttl: int = 64, tos: int = 2, sport: int = 1000,
+          dport: int = 4791) -> bytes:
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, tos, 28, ident, 0, ttl, 17, 0,
+                     bytes(map(int, src.split("."))), bytes(map(int, dst.split("."))))
+    return bytes(12) + b"\x08\x00" + ip + struct.pack("!HHHH", sport, dport, 8, 0)
+
+
+def test_sampling_keeps_the_same_packets_whatever_a_hop_changed() -> None:
+    sampler = TraceSampler(every=10)
+    kept = [i for i in range(2000) if sampler.wants(_ipv4("10.0.0.1", "10.0.0.2", i))]
+    assert 100 < len(kept) < 300  # about 1 in 10
+    for i in kept[:20]:  # TTL and ECN differ at the next hop: the decision does not
+        assert sampler.wants(_ipv4("10.0.0.1", "10.0.0.2", i, ttl=60, tos=3))
+    frame = _ipv4("10.1.2.3", "10.4.5.6", 77, sport=5)
+    assert packet_identity(frame) == {"src": "10.1.2.3", "dst": "10.4.5.6", "proto": 17,
+                                      "ip_id": 77, "sport": 5, "dport": 4791}
+    assert identity_hash(bytes(40)) is None  # not IPv4: never sampled by hash
+
+
+def test_a_filter_keeps_only_matching_packets() -> None:
+    sampler = TraceSampler(1, TraceSampler.parse_filter("src=10.0.0.1, dport=4791"))
+    assert sampler.wants(_ipv4("10.0.0.1", "10.0.0.9", 1))
+    assert not sampler.wants(_ipv4("10.0.0.2", "10.0.0.9", 1))
+    assert not sampler.wants(_ipv4("10.0.0.1", "10.0.0.9", 1, dport=53))
+    for bad, word in (("src", "NAME=VALUE"), ("ttl=3", "NAME=VALUE"), ("src=10.0.0", "bad value")):
+        with pytest.raises(ValueError, match=word):
+            TraceSampler.parse_filter(bad)
+
+
+def test_unsampled_packets_leave_no_record() -> None:
+    sampler = TraceSampler(1, {"src": "10.9.9.9"})
+    dp, out, sent = traced(sampler)
+    dp.receive(1, prog().frame(0x42, 0))  # not IPv4: no match
+    assert sent == [3] and out.getvalue() == ""
+
+
+def test_switch_trace_options_report_bad_input_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "prog.json"
+    path.write_bytes(prog().json())
+    code = switch_main(["--trace-file", str(tmp_path / "t.jsonl"), "--trace-filter", "port=1",
+                        str(path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("p4sim switch: error: trace filter 'port=1'")
+    assert len(err.splitlines()) == 1
+    code = switch_main(["--trace-file", str(tmp_path / "t.jsonl"), "--trace-sample", "0",
+                        str(path)])
+    assert code == 2 and "at least 1" in capsys.readouterr().err
+    code = switch_main(["--trace-file", str(tmp_path / "no" / "t.jsonl"), str(path)])
+    assert code == 1 and "cannot open log file" in capsys.readouterr().err

@@ -44,7 +44,7 @@ test-reliability:  ## bad-request battery (p4sim, and real BMv2 if ../shared/too
 
 bench:  ## benchmarks: ratios measured side by side; results in bench/results and the README
 	@mkdir -p bench/results
-	@for b in compiler switch controlplane hosts sweep fabric sim; do \
+	@for b in compiler switch controlplane hosts sweep fabric sim trace; do \
 	  echo "== bench/$${b}_bench.py"; \
 	  $(BIN)/python bench/$${b}_bench.py | tee bench/results/$$b.txt || exit 1; done
 	$(BIN)/python bench/make_table.py

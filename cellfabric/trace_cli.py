@@ -18,10 +18,12 @@ def _us(ns: int | None) -> str:
 
 def format_journey(j: dict[str, Any], verbose: bool = False) -> str:
     ident, cell = j["id"], j.get("cell") or {}
-    head = (f"cell {j['src']} -> {j['dst']} psn {cell.get('psn', '?')} qpn {cell.get('qpn', '?')}"
+    psn = cell.get("psn", f"{cell['psn_low16']} (mod 2^16)" if "psn_low16" in cell else "?")
+    head = (f"cell {j['src']} -> {j['dst']} psn {psn} qpn {cell.get('qpn', '?')}"
             f" ({ident['src']}:{ident['sport']} -> {ident['dst']}:{ident['dport']}), "
             f"sent at {_us(j['t_send'])}")
-    lines = [head, f"  {j['src']:<6} NIC wait {_us(j['nic_wait_ns'])}"]
+    lines = [head] + ([f"  {j['src']:<6} NIC wait {_us(j['nic_wait_ns'])}"]
+                      if "span_ns" not in j else [])
     for h in j["hops"]:
         changes = ", ".join(f"{k} {v[0]}->{v[1]}" if isinstance(v, list) else f"{k} {v:+d}"
                             for k, v in h["changes"].items())
@@ -37,6 +39,11 @@ def format_journey(j: dict[str, Any], verbose: bool = False) -> str:
             d = h["drop"]
             code = f" ({d['code_name']})" if d.get("code_name") else ""
             lines.append(f"  DROPPED at {h['switch']} in {d['stage']}: {d['reason']}{code}")
+    if "span_ns" in j:
+        b = j["breakdown"]
+        lines.append(f"  first switch in to last switch out {_us(j['span_ns'])} = links "
+                     f"{_us(b['links_ns'])} + queues {_us(b['queue_waits_ns'])} + switch "
+                     f"{_us(b['processing_ns'])} (no host records: the host links are not in it)")
     if "lost" in j:
         lines.append(f"  lost {j['lost']}")
     if "t_recv" in j:

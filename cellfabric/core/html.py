@@ -128,6 +128,11 @@ def _journey_html(j: dict[str, Any]) -> str:
         title += (f": one-way {j['one_way_ns'] / 1000:.3f} us = links {b['links_ns'] / 1000:.3f}"
                   f" + queues {b['queue_waits_ns'] / 1000:.3f} + NIC {b['nic_wait_ns'] / 1000:.3f}"
                   " us")
+    elif "span_ns" in j:
+        b = j["breakdown"]
+        title += (f": switches {j['span_ns'] / 1000:.3f} us = links {b['links_ns'] / 1000:.3f}"
+                  f" + queues {b['queue_waits_ns'] / 1000:.3f} + switch "
+                  f"{b['processing_ns'] / 1000:.3f} us")
     elif "dropped" in j:
         d = j["dropped"]
         title += (f': <span class="drop">dropped at {escape(d["switch"])}: '

@@ -41,6 +41,21 @@ class Traces:
     switches: list[str] = field(default_factory=list)
 
 
+def _index_of(run_dir: Path) -> dict[str, Any]:
+    """Hosts and links of an emulated run, from the topology its metrics.json names (the
+    simulator writes traces/index.json itself)."""
+    try:
+        from topologies.catalog import resolve_topology
+
+        name = json.loads((run_dir / "metrics.json").read_text())["run"]["topology"]
+        topo = resolve_topology(name)
+    except Exception:  # no metrics yet, or a topology file that moved: addresses only
+        return {"hosts": {}}
+    links = {f"{lk.a}:{lk.a_port}": f"{lk.b}:{lk.b_port}" for lk in topo.links}
+    links |= {v: k for k, v in links.items()}
+    return {"hosts": {n: h.ip for n, h in topo.hosts.items()}, "links": links}
+
+
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     out = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
@@ -58,7 +73,7 @@ def load_traces(run_dir: Path) -> Traces:
     if not tdir.is_dir():
         raise TraceError(f"{run_dir}: no traces/ folder (run `cellfabric sim --trace-sample N`)")
     index_path = tdir / "index.json"
-    index = json.loads(index_path.read_text()) if index_path.exists() else {"hosts": {}}
+    index = json.loads(index_path.read_text()) if index_path.exists() else _index_of(run_dir)
     sends, recvs = [], {}
     hosts_path = tdir / "hosts.jsonl"
     for rec in _jsonl(hosts_path) if hosts_path.exists() else []:
@@ -76,6 +91,7 @@ def load_traces(run_dir: Path) -> Traces:
             continue
         switches.append(path.stem)
         for rec in _jsonl(path):
+            rec["switch"] = path.stem  # a switch process knows only its device id
             key = id_key(rec.get("id"))
             if key is not None:
                 hops.setdefault(key, []).append(rec)
@@ -150,15 +166,57 @@ def journey_of(tr: Traces, send: dict[str, Any], next_send_t: int | None) -> dic
     return j
 
 
+def switch_journeys(tr: Traces, src_ip: str | None, dst_ip: str | None,
+                    psn: int | None) -> list[dict[str, Any]]:
+    """Without host records (an emulated run: the hosts are processes of their own), each
+    sampled packet's hops from the first switch to the last: link times between switches and
+    queue waits, spanning its first arrival to its last departure (its one-way latency less
+    the two host links, which no switch sees)."""
+    links = tr.index.get("links", {})
+    names = {ip: name for name, ip in tr.index.get("hosts", {}).items()}
+    out = []
+    for key, recs in tr.hops.items():
+        src, dst, _, _, _, ip_id = key
+        if (src_ip and src != src_ip) or (dst_ip and dst != dst_ip) \
+                or (psn is not None and ip_id != psn & 0xFFFF):
+            continue
+        j: dict[str, Any] = {"src": names.get(src, src), "dst": names.get(dst, dst),
+                             "id": recs[0]["id"], "cell": {"psn_low16": ip_id},
+                             "t_send": recs[0]["t_in"], "nic_wait_ns": 0, "hops": []}
+        prev_out = recs[0]["t_in"]
+        for rec in recs:
+            hop = _hop(rec, prev_out, links)
+            j["hops"].append(hop)
+            if "drop" in hop or hop["t_out"] is None:
+                j["dropped"] = {"switch": hop["switch"], **hop.get("drop", {
+                    "reason": "no copy left the switch"})}
+                break
+            prev_out = hop["t_out"]
+        if "dropped" not in j:
+            j["span_ns"] = prev_out - recs[0]["t_in"]
+            j["breakdown"] = {
+                "links_ns": sum(h["link_in_ns"] for h in j["hops"]),
+                "queue_waits_ns": sum(h["queue_wait_ns"] for h in j["hops"]),
+                "processing_ns": sum(h.get("processing_ns", 0) for h in j["hops"])}
+        out.append(j)
+    return sorted(out, key=lambda j: j["t_send"])
+
+
 def journeys(tr: Traces, src: str | None = None, dst: str | None = None,
              psn: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-    """Journeys of the sampled packets sent by ``src`` to ``dst`` (host names; None: any),
-    data cells of PSN ``psn`` only if given, in send order."""
-    ips = tr.index.get("hosts", {})
+    """Journeys of the sampled packets sent by ``src`` to ``dst`` (host names or addresses;
+    None: any), data cells of PSN ``psn`` only if given, in send order."""
+    ips = dict(tr.index.get("hosts", {}))
     for name in (src, dst):
         if name is not None and name not in ips:
+            if name.count(".") == 3:  # an address stands for itself
+                ips[name] = name
+                continue
             known = ", ".join(sorted(ips)) or "none"
             raise TraceError(f"unknown host '{name}' (hosts in this run: {known})")
+    if not tr.sends:
+        found = switch_journeys(tr, ips.get(src or ""), ips.get(dst or ""), psn)
+        return found[:limit] if limit else found
     by_key: dict[IdKey, list[dict[str, Any]]] = {}
     for s in tr.sends:
         by_key.setdefault(id_key(s["id"]), []).append(s)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ A ``JsonTracer`` is passed to ``DataPlane(trace=...)`` like ``p4sim.switch.trace
 has the same building hooks), but instead of text lines it fills one dict per packet and
 writes it as one JSON line when the packet's last copy has left the switch or was dropped:
 
-    {"switch", "pkt", "t_in" (ns since the switch's t0), "in_port", "len", "instance",
+    {"switch", "pkt", "t_in" (ns on the data plane's clock), "in_port", "len", "instance",
      "id": {"src", "dst", "proto", "ip_id", "sport", "dport"},
      "hdr": {"ttl", "dscp", "ecn", "ip_len"} as received,
      "ingress": [events], "copies": [{"port", "prio", "t_enq", "depth", "t_deq", "wait_ns",
@@ -12,8 +12,8 @@ writes it as one JSON line when the packet's last copy has left the switch or wa
      "drop": {"stage", "reason", ...} (only when a copy was dropped)}
 
 Events, in the order they happened: {"ev": "parser", "state"}, {"ev": "table", "table",
-"hit", "key", "entry", "priority", "action"}, {"ev": "action", "name", "args"},
-{"ev": "condition", "name", "value"}, {"ev": "choice", "table", "group", "members",
+"hit", "key", "entry", "priority", "action"}, {"ev": "action", "name", "args"}
+(named actions: not p4c's act_N glue nor NoAction), {"ev": "choice", "table", "group", "members",
 "chosen"} (an action-selector group: every member with its action, arguments and liveness,
 and which one the selector hash took), {"ev": "error", "msg"}.
 
@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import zlib
+import struct
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from p4sim.switch.api import GroupRef
+from p4sim.switch import stages
+from p4sim.switch.api import ActionCall, GroupRef
 from p4sim.switch.packet import ParserError
 from p4sim.switch.trace import _STATE, fmt
 
@@ -41,7 +42,7 @@ FILTER_FIELDS = ("src", "dst", "proto", "sport", "dport")
 ETHERTYPE_IPV4 = 0x0800
 
 
-def packet_identity(frame: bytes) -> dict[str, Any] | None:
+def packet_identity(frame: bytes | bytearray | memoryview) -> dict[str, Any] | None:
     """The fields of an IPv4 packet that no hop rewrites, or None for any other frame."""
     if len(frame) < 34 or frame[12] != 0x08 or frame[13] != 0x00 or frame[14] >> 4 != 4:
         return None
@@ -51,12 +52,12 @@ def packet_identity(frame: bytes) -> dict[str, Any] | None:
     if proto in (6, 17) and len(frame) >= l4 + 4:
         sport = int.from_bytes(frame[l4:l4 + 2], "big")
         dport = int.from_bytes(frame[l4 + 2:l4 + 4], "big")
-    return {"src": str(ipaddress.IPv4Address(frame[26:30])),
-            "dst": str(ipaddress.IPv4Address(frame[30:34])), "proto": proto,
+    return {"src": ".".join(map(str, frame[26:30])),
+            "dst": ".".join(map(str, frame[30:34])), "proto": proto,
             "ip_id": int.from_bytes(frame[18:20], "big"), "sport": sport, "dport": dport}
 
 
-def ip_header(frame: bytes) -> dict[str, int] | None:
+def ip_header(frame: bytes | bytearray | memoryview) -> dict[str, int] | None:
     """TTL, DSCP, ECN and total length of an IPv4 frame (the fields hops change)."""
     if len(frame) < 34 or frame[12:14] != b"\x08\x00":
         return None
@@ -64,12 +65,22 @@ def ip_header(frame: bytes) -> dict[str, int] | None:
             "ip_len": int.from_bytes(frame[16:18], "big")}
 
 
-def identity_hash(frame: bytes) -> int | None:
-    """crc32 over the identity's bytes: the same for one packet at every hop."""
-    if len(frame) < 34 or frame[12] != 0x08 or frame[13] != 0x00:
+_IP_IDENTITY = struct.Struct("!HxxxBxxII")  # identification, protocol, source, destination
+_PORTS = struct.Struct("!I")
+
+
+def identity_hash(frame: bytes | bytearray | memoryview) -> int | None:
+    """A hash of the identity's fields: the same for one packet at every hop and in every
+    process (no Python hash(): it is seeded per process). Runs on every packet: two unpacks
+    and integer mixing, no slices."""
+    if len(frame) < 38 or frame[12] != 0x08 or frame[13] != 0x00:
         return None
-    l4 = 14 + (frame[14] & 0x0F) * 4
-    return zlib.crc32(frame[26:34] + frame[23:24] + frame[18:20] + frame[l4:l4 + 4])
+    ident, proto, src, dst = _IP_IDENTITY.unpack_from(frame, 18)
+    ports = _PORTS.unpack_from(frame, 14 + (frame[14] & 0x0F) * 4)[0] if proto in (6, 17) else 0
+    h = (src * 0x9E3779B1 ^ dst * 0x85EBCA77 ^ ports * 0xC2B2AE3D ^ ident * 0x27D4EB2F
+         ^ proto) & 0xFFFFFFFFFFFFFFFF
+    h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF  # splitmix64's finalizer
+    return h ^ (h >> 32)
 
 
 class TraceSampler:
@@ -126,12 +137,17 @@ class JsonTracer:
         self._ids = 0
         self._rec: dict[str, Any] | None = None  # the sampled packet in ingress
         self._events: list[dict[str, Any]] | None = None  # where its next event goes
-        self._choice: dict[str, Any] | None = None  # a selector group waiting for its action
+        self._pf: tuple[Any, list[int]] | None = None  # the sampled packet's (P, F)
+        # table entry -> (its action, key shown, priority, action shown): entries repeat
+        self._entries: dict[Any, tuple[Any, list[str], int, str]] = {}
         self._drop_slot: int | None = None
         self._drop_names: dict[int, str] = {}
 
     def now(self) -> int:
-        return self.clock() - self.t0
+        # The clock itself, not since t0: every p4sim switch process on a machine reads the
+        # same monotonic clock, so records of several switches join on one time line (the
+        # simulator's clock is virtual ns from 0).
+        return self.clock()
 
     def enabled(self, level: str) -> bool:
         return level != "trace"
@@ -148,22 +164,16 @@ class JsonTracer:
         self._drop_names = dict(names)
 
     # -- program building (called by CompiledProgram) -------------------------------------------
+    # What an unsampled packet pays: a call into each traced table lookup and parser state.
+    # Actions are not wrapped (a table event names the action and arguments it ran), and an
+    # unsampled packet takes the plain fused receive (see _receive).
     def wrap_action(self, name: str, fn: Any) -> Any:
-        def action(P: Any, F: list[int], D: tuple) -> Any:
-            events = self._events
-            if events is not None:
-                events.append({"ev": "action", "name": name, "args": list(D)})
-                choice = self._choice
-                if choice is not None:
-                    self._choice = None
-                    for i, m in enumerate(choice["members"]):
-                        if m["action"] == name and m["args"] == list(D) and m["live"]:
-                            choice["chosen"] = i
-                            break
-            return fn(P, F, D)
-        return action
+        return fn
 
     def wrap_parser_states(self, ns: dict[str, Any], start: Any) -> Any:
+        """Each state wrapped for good, as Tracer does: swapping the wrappers in per sampled
+        packet would change the generated code's globals, and CPython then re-specializes
+        every function reading them (measured: a sampled packet cost 3x as much)."""
         wrapped: dict[Any, Any] = {}
         for name, fn in list(ns.items()):
             code = getattr(fn, "__code__", None)
@@ -178,6 +188,7 @@ class JsonTracer:
             if events is None:
                 return fn(P, F, D)
             events.append({"ev": "parser", "state": state})
+            self._pf = (P, F)
             rec = self._rec
             if rec is not None and "_F" not in rec:
                 rec["_F"] = F  # read back for the drop reason, if the packet drops
@@ -197,31 +208,45 @@ class JsonTracer:
             events = self._events
             if events is None:
                 return entry
-            ev: dict[str, Any] = {"ev": "table", "table": table.name, "hit": entry is not None,
-                                  "key": {n: v for n, v in zip(names, key)}}
-            events.append(ev)
-            if entry is not None:
-                api = table.to_api(entry)
-                ev["entry"] = [fmt(k) for k in api.key]
-                ev["priority"] = api.priority
-                ev["action"] = fmt(api.action)
-                if type(api.action) is GroupRef and table.profile is not None:
-                    self._choice = _group_choice(table, api.action.group_id)
-                    events.append(self._choice)
+            try:  # a fault in the trace must never change what the switch does
+                self._table_event(events, table, names, key, entry)
+            except Exception as e:
+                events.append({"ev": "error", "msg": f"trace: {type(e).__name__}: {e}"})
             return entry
         return traced_lookup
 
-    def wrap_node(self, kind: str, name: str, node: Any, holder: Any = None) -> Any:
-        if kind == "table":
-            return node
+    def _table_event(self, events: list[dict[str, Any]], table: Any, names: list[str],
+                     key: tuple, entry: Any) -> None:
+        ev: dict[str, Any] = {"ev": "table", "table": table.name, "hit": entry is not None,
+                              "key": {n: v for n, v in zip(names, key)}}
+        events.append(ev)
+        if entry is None:
+            adef = table.default_action
+            if adef is not None and not _anonymous_action(adef.name):
+                events.append({"ev": "action", "name": adef.name,
+                               "args": list(table.default_data), "default": True})
+            return
+        shown = self._entries.get(entry)
+        if shown is None or shown[0] is not entry.action:  # first seen, or modified since
+            api = table.to_api(entry)
+            shown = self._entries[entry] = (entry.action, [fmt(k) for k in api.key],
+                                            api.priority, fmt(api.action))
+        action, ev["entry"], ev["priority"], ev["action"] = shown
+        if isinstance(action, ActionCall):
+            events.append({"ev": "action", "name": action.action, "args": list(action.args)})
+        elif table.profile is not None:
+            choice = _profile_choice(table, action, self._pf)
+            if choice is not None:
+                events.append(choice)
+            chosen = choice and choice["chosen"] is not None and choice["members"][choice["chosen"]]
+            if chosen:
+                events.append({"ev": "action", "name": chosen["action"], "args": chosen["args"]})
 
-        def cond_node(P: Any, F: list[int], D: tuple = ()) -> Any:
-            nxt = node(P, F)
-            if self._events is not None:
-                self._events.append({"ev": "condition", "name": name,
-                                     "value": nxt is holder.true_next})
-            return nxt
-        return cond_node
+    def wrap_node(self, kind: str, name: str, node: Any, holder: Any = None) -> Any:
+        """Unwrapped: a table says itself what it did (wrap_lookup), and a condition of the
+        compiler's (node_N, a few dozen per packet in fabric.p4) would cost a call each on
+        every packet, sampled or not, for what the tables and actions around it show."""
+        return node
 
     # -- the packet path (called by V1Model) ------------------------------------------------------
     def stage_wrapper(self, flow: Any) -> Callable[[str, Any], Any]:
@@ -236,24 +261,26 @@ class JsonTracer:
 
     def _receive(self, fn: Any, flow: Any) -> Any:
         counters, wants = flow.counters, self.sampler.wants
+        plain = _plain_receive(flow) or fn
 
         def receive(port: int, frame: bytes, *rest: Any) -> None:
             if not wants(frame):
-                return fn(port, frame, *rest)
-            outer = self._rec, self._events
+                return plain(port, frame, *rest)
+            outer = self._rec, self._events, self._pf
             self._ids += 1
             rec = {"switch": self.switch, "pkt": self._ids, "t_in": self.now(),
                    "in_port": port, "len": len(frame), "instance": rest[0] if rest else 0,
-                   "id": packet_identity(frame), "hdr": ip_header(frame), "ingress": [],
+                   "id": packet_identity(frame), "hdr": ip_header(frame),
+                   "ingress": [],
                    "copies": [], "_open": 1}
-            self._rec, self._events = rec, rec["ingress"]
+            self._rec, self._events, self._pf = rec, rec["ingress"], None
             drops = counters.pipeline_drops
             try:
                 fn(port, frame, *rest)
             finally:
                 if counters.pipeline_drops > drops and not rec["copies"]:
                     self._drop(rec, "ingress", flow, None)
-                self._rec, self._events = outer
+                self._rec, self._events, self._pf = outer
                 self._close(rec)
         return receive
 
@@ -297,8 +324,9 @@ class JsonTracer:
                 return fn(P, port, prio, left, now)
             outer = self._rec, self._events
             self._rec, self._events = copy["_rec"], copy["egress"]
+            outer_pf, self._pf = self._pf, (P, P.F)
             copy["_F"] = P.F
-            t = now - self.t0
+            t = now
             copy.update(prio=prio, t_deq=t, wait_ns=t - copy["t_enq"], left=left)
             copy.setdefault("depth", 0)  # went on at once: nothing queued before it
             drops = counters.pipeline_drops
@@ -308,6 +336,7 @@ class JsonTracer:
                 if counters.pipeline_drops > drops and "t_out" not in copy:
                     self._drop(copy["_rec"], "egress", flow, copy)
                 self._rec, self._events = outer
+                self._pf = outer_pf
                 self._finish(copy)
         return egress
 
@@ -368,17 +397,44 @@ class JsonTracer:
         self.out.flush()
 
 
-def _group_choice(table: Any, group_id: int) -> dict[str, Any]:
+def _plain_receive(flow: Any) -> Any:
+    """The untraced fused receive of ``flow`` (a V1Model), for the packets not sampled: the
+    same stages over the same tables and queues, without any stage hook. None if this build
+    of the stages cannot make one (then every packet takes the traced stages)."""
+    try:
+        return stages.build(flow._bindings(), fuse=True)["receive"]
+    except Exception:
+        return None
+
+
+def _anonymous_action(name: str) -> bool:
+    """p4c's actions for statements outside any action (act, act_0, act_12) and NoAction."""
+    return name == "NoAction" or name == "act" or (name.startswith("act_")
+                                                   and name[4:].isdigit())
+
+
+def _profile_choice(table: Any, ref: Any, pf: tuple[Any, list[int]] | None
+                    ) -> dict[str, Any] | None:
+    """An action-selector group's members (action, arguments, liveness) and the one the
+    selector takes for this packet (the profile's own resolve, on the packet's fields)."""
+    if type(ref) is not GroupRef:
+        return None
     profile = table.profile
     members = []
-    for gm in profile.groups.get(group_id, ()):
+    for gm in profile.groups.get(ref.group_id, ()):
         m = profile.members.get(gm.member_id)
         live = gm.watch_port is None or bool(profile.port_up(gm.watch_port))
         members.append({"member": gm.member_id, "action": m[0].name if m else None,
                         "args": list(m[1]) if m else [], "live": live,
                         "watch_port": gm.watch_port})
-    return {"ev": "choice", "table": table.name, "group": group_id, "members": members,
-            "chosen": None}
+    chosen = None
+    picked = profile.resolve(ref, *pf) if pf is not None else None
+    if picked is not None:
+        adef, data = picked
+        chosen = next((i for i, m in enumerate(members) if m["live"]
+                       and m["action"] == adef.name and m["args"] == list(data)), None)
+    return {"ev": "choice", "table": table.name, "group": ref.group_id, "members": members,
+            "chosen": chosen}
 
 
 def _changes(before: dict[str, int] | None, after: dict[str, int] | None, len_in: int,

@@ -89,7 +89,7 @@ class FabricTracing:
         self.hosts_out.write(json.dumps(rec, separators=(",", ":")) + "\n")
 
     def _wrap_host_wire(self, host: str, nic: int, wire: Any) -> None:
-        send, wants, engine = wire.send, self.sampler.wants, self.engine
+        send, wants, engine = wire.send, self.sampler.fast(), self.engine
 
         def traced_send(frame: bytes | bytearray) -> bool:
             if not wants(frame):
@@ -108,7 +108,7 @@ class FabricTracing:
         wire.send = traced_send
 
     def _wrap_host_arrival(self, host: str, nic: int, wire: Any) -> None:
-        deliver, wants, engine = wire.deliver, self.sampler.wants, self.engine
+        deliver, wants, engine = wire.deliver, self.sampler.fast(), self.engine
 
         def traced_deliver(frame: bytes) -> None:
             if wants(frame):

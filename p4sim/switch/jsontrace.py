@@ -11,7 +11,9 @@ writes it as one JSON line when the packet's last copy has left the switch or wa
        "left", "egress": [events], "t_out", "out_len", "changes": {...}}],
      "drop": {"stage", "reason", ...} (only when a copy was dropped)}
 
-Events, in the order they happened: {"ev": "parser", "state"}, {"ev": "table", "table",
+Events, in the order they happened: {"ev": "parser", "headers", "error"} (the headers the
+parser made valid, as the first table found them; ``error``: its parser_error, if any),
+{"ev": "table", "table",
 "hit", "key", "entry", "priority", "action"}, {"ev": "action", "name", "args"}
 (named actions: not p4c's act_N glue nor NoAction), {"ev": "choice", "table", "group", "members",
 "chosen"} (an action-selector group: every member with its action, arguments and liveness,
@@ -35,8 +37,7 @@ from typing import Any, TextIO
 
 from p4sim.switch import stages
 from p4sim.switch.api import ActionCall, GroupRef
-from p4sim.switch.packet import ParserError
-from p4sim.switch.trace import _STATE, fmt
+from p4sim.switch.trace import fmt
 
 FILTER_FIELDS = ("src", "dst", "proto", "sport", "dport")
 ETHERTYPE_IPV4 = 0x0800
@@ -109,6 +110,28 @@ class TraceSampler:
                 raise ValueError(f"trace filter '{part}': bad value '{value}'") from None
         return out
 
+    def fast(self) -> Callable[[Any], bool]:
+        """``wants`` as one function for the per-packet path: with no filter, the identity
+        hash inlined (a call less on every packet, at every hop)."""
+        if self.filters:
+            return self.wants
+        every = self.every
+        if every == 1:
+            return lambda frame: True
+        unpack_ip, unpack_ports = _IP_IDENTITY.unpack_from, _PORTS.unpack_from
+
+        def sampled(frame: Any) -> bool:
+            if len(frame) < 38 or frame[12] != 0x08 or frame[13] != 0x00:
+                return False
+            ident, proto, src, dst = unpack_ip(frame, 18)
+            ports = unpack_ports(frame, 14 + (frame[14] & 0x0F) * 4)[0] \
+                if proto in (6, 17) else 0
+            h = (src * 0x9E3779B1 ^ dst * 0x85EBCA77 ^ ports * 0xC2B2AE3D ^ ident * 0x27D4EB2F
+                 ^ proto) & 0xFFFFFFFFFFFFFFFF
+            h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+            return not (h ^ (h >> 32)) % every
+        return sampled
+
     def wants(self, frame: bytes) -> bool:
         if self.every > 1:
             h = identity_hash(frame)
@@ -138,6 +161,10 @@ class JsonTracer:
         self._rec: dict[str, Any] | None = None  # the sampled packet in ingress
         self._events: list[dict[str, Any]] | None = None  # where its next event goes
         self._pf: tuple[Any, list[int]] | None = None  # the sampled packet's (P, F)
+        self._swaps: list[tuple[Any, Any, Any]] = []  # (closure cell, plain, traced)
+        self._depth = 0  # sampled packets being processed (nested: clones, bypass egress)
+        self._headers: list[tuple[str, int]] = []
+        self._perr_slot: int | None = None
         # table entry -> (its action, key shown, priority, action shown): entries repeat
         self._entries: dict[Any, tuple[Any, list[str], int, str]] = {}
         self._drop_slot: int | None = None
@@ -171,34 +198,11 @@ class JsonTracer:
         return fn
 
     def wrap_parser_states(self, ns: dict[str, Any], start: Any) -> Any:
-        """Each state wrapped for good, as Tracer does: swapping the wrappers in per sampled
-        packet would change the generated code's globals, and CPython then re-specializes
-        every function reading them (measured: a sampled packet cost 3x as much)."""
-        wrapped: dict[Any, Any] = {}
-        for name, fn in list(ns.items()):
-            code = getattr(fn, "__code__", None)
-            m = _STATE.fullmatch(code.co_filename) if code is not None else None
-            if m is not None:
-                wrapped[fn] = ns[name] = self._state(m.group(2), fn)
-        return wrapped.get(start, start)
-
-    def _state(self, state: str, fn: Any) -> Any:
-        def traced_state(P: Any, F: list[int], D: tuple) -> Any:
-            events = self._events
-            if events is None:
-                return fn(P, F, D)
-            events.append({"ev": "parser", "state": state})
-            self._pf = (P, F)
-            rec = self._rec
-            if rec is not None and "_F" not in rec:
-                rec["_F"] = F  # read back for the drop reason, if the packet drops
-            try:
-                return fn(P, F, D)
-            except ParserError as e:
-                events.append({"ev": "error", "msg": f"parser error in state '{state}'",
-                               "code": e.code})
-                raise
-        return traced_state
+        """Unwrapped: a wrapper per state would cost every packet a call per state, and
+        swapping wrappers in per sampled packet changes the generated code's globals (CPython
+        then re-specializes every function reading them). A record names instead the headers
+        the parser made valid, read when its first table applies (``_capture_key``)."""
+        return start
 
     def wrap_lookup(self, table: Any, lookup: Any) -> Any:
         names = [kname for _, _, kname in table.keys]
@@ -213,6 +217,7 @@ class JsonTracer:
             except Exception as e:
                 events.append({"ev": "error", "msg": f"trace: {type(e).__name__}: {e}"})
             return entry
+        self._pending_lookup = (table, lookup, traced_lookup)
         return traced_lookup
 
     def _table_event(self, events: list[dict[str, Any]], table: Any, names: list[str],
@@ -243,14 +248,60 @@ class JsonTracer:
                 events.append({"ev": "action", "name": chosen["action"], "args": chosen["args"]})
 
     def wrap_node(self, kind: str, name: str, node: Any, holder: Any = None) -> Any:
-        """Unwrapped: a table says itself what it did (wrap_lookup), and a condition of the
-        compiler's (node_N, a few dozen per packet in fabric.p4) would cost a call each on
-        every packet, sampled or not, for what the tables and actions around it show."""
+        """A table's node is returned as it is, but its lookup (and key function) are put
+        back to the plain ones in the node's closure: the traced ones are swapped in only
+        while a sampled packet runs (``_swap``), so an unsampled packet calls nothing of the
+        trace. Where the node holds no such cell, the traced lookup stays, always correct.
+        A condition (p4c's node_N: dozens per packet) is never wrapped."""
+        pending, self._pending_lookup = getattr(self, "_pending_lookup", None), None
+        if kind != "table" or pending is None:
+            return node
+        table, plain, traced = pending
+        cells = {id(c): c for fn in _closures(node) for c in fn.__closure__ or ()}
+        for cell in cells.values():
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if held is traced:
+                self._swaps.append((cell, plain, traced))
+                cell.cell_contents = plain
+            elif held is table.key_fn and table.key_fn is not None:
+                self._swaps.append((cell, held, self._capture_key(held)))
         return node
+
+    def _capture_key(self, key_fn: Any) -> Any:
+        def captured_key(P: Any, F: list[int], D: tuple) -> Any:
+            rec = self._rec
+            if rec is not None and self._events is rec["ingress"]:
+                self._pf = (P, F)
+                if "_F" not in rec:
+                    rec["_F"] = F  # read back for the drop reason, if the packet drops
+                    rec["ingress"].insert(0, self._parsed(F))
+            return key_fn(P, F, D)
+        return captured_key
+
+    def _parsed(self, F: list[int]) -> dict[str, Any]:
+        ev: dict[str, Any] = {"ev": "parser", "headers": [n for n, slot in self._headers
+                                                          if F[slot]]}
+        if self._perr_slot is not None and F[self._perr_slot]:
+            ev["error"] = F[self._perr_slot]
+        return ev
+
+    def _swap(self, on: bool) -> None:
+        """The traced lookups in (a sampled packet starts) or out (it is done)."""
+        self._depth += 1 if on else -1
+        if self._depth == (1 if on else 0):
+            for cell, plain, traced in self._swaps:
+                cell.cell_contents = traced if on else plain
 
     # -- the packet path (called by V1Model) ------------------------------------------------------
     def stage_wrapper(self, flow: Any) -> Callable[[str, Any], Any]:
-        self._drop_slot = _drop_reason_slot(flow.cp.p)
+        program = flow.cp.p
+        self._drop_slot = _drop_reason_slot(program)
+        self._headers = [(name, h.valid_slot) for name, h in program.headers.items()
+                         if not h.metadata]
+        self._perr_slot = flow.s_perr
         builders = {"receive": self._receive, "to_egress": self._to_egress,
                     "egress": self._egress, "enqueue": self._enqueue, "output": self._output}
 
@@ -260,7 +311,7 @@ class JsonTracer:
         return wrap
 
     def _receive(self, fn: Any, flow: Any) -> Any:
-        counters, wants = flow.counters, self.sampler.wants
+        counters, wants = flow.counters, self.sampler.fast()
         plain = _plain_receive(flow) or fn
 
         def receive(port: int, frame: bytes, *rest: Any) -> None:
@@ -275,9 +326,11 @@ class JsonTracer:
                    "copies": [], "_open": 1}
             self._rec, self._events, self._pf = rec, rec["ingress"], None
             drops = counters.pipeline_drops
+            self._swap(True)
             try:
                 fn(port, frame, *rest)
             finally:
+                self._swap(False)
                 if counters.pipeline_drops > drops and not rec["copies"]:
                     self._drop(rec, "ingress", flow, None)
                 self._rec, self._events, self._pf = outer
@@ -330,9 +383,11 @@ class JsonTracer:
             copy.update(prio=prio, t_deq=t, wait_ns=t - copy["t_enq"], left=left)
             copy.setdefault("depth", 0)  # went on at once: nothing queued before it
             drops = counters.pipeline_drops
+            self._swap(True)
             try:
                 fn(P, port, prio, left, now)
             finally:
+                self._swap(False)
                 if counters.pipeline_drops > drops and "t_out" not in copy:
                     self._drop(copy["_rec"], "egress", flow, copy)
                 self._rec, self._events = outer
@@ -395,6 +450,19 @@ class JsonTracer:
 
     def close(self) -> None:
         self.out.flush()
+
+
+def _closures(fn: Any) -> list[Any]:
+    """``fn`` and the functions its closure holds (a table node's miss, for one)."""
+    out = [fn]
+    for cell in fn.__closure__ or ():
+        try:
+            held = cell.cell_contents
+        except ValueError:
+            continue
+        if callable(held) and getattr(held, "__closure__", None) is not None:
+            out.append(held)
+    return out
 
 
 def _plain_receive(flow: Any) -> Any:

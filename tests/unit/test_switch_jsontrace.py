@@ -50,8 +50,7 @@ def test_a_record_has_parser_path_table_action_queue_and_egress() -> None:
     (rec,) = records(out)
     assert sent == [3]
     assert rec["switch"] == "s1" and rec["in_port"] == 1 and rec["len"] == 25
-    assert [e["state"] for e in rec["ingress"] if e["ev"] == "parser"] == ["start",
-                                                                          "parse_probe"]
+    assert [e["headers"] for e in rec["ingress"] if e["ev"] == "parser"] == [["ethernet", "probe"]]
     table = next(e for e in rec["ingress"] if e["ev"] == "table")
     assert table["table"] == "t" and table["hit"] and table["key"] == {"probe.k1": 0x42}
     assert table["entry"] == ["0x42"] and table["action"] == "fwd(0x3)"
@@ -128,3 +127,11 @@ def test_switch_trace_options_report_bad_input_in_one_line(
     assert code == 2 and "at least 1" in capsys.readouterr().err
     code = switch_main(["--trace-file", str(tmp_path / "no" / "t.jsonl"), str(path)])
     assert code == 1 and "cannot open log file" in capsys.readouterr().err
+
+
+def test_the_per_packet_sampler_decides_as_the_identity_hash() -> None:
+    sampler = TraceSampler(every=7)
+    fast = sampler.fast()
+    frames = [_ipv4("10.0.0.1", "10.0.0.2", i, sport=i * 13) for i in range(500)]
+    assert [fast(f) for f in frames] == [identity_hash(f) % 7 == 0 for f in frames]
+    assert fast(bytes(40)) is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
@@ -128,7 +129,12 @@ def run_main(argv: list[str]) -> int:
                     help="switch packet logs under the run folder (BMv2: info level, at most "
                          "50 MB per switch); off by default, as they slow BMv2 20-36x")
     ap.add_argument("--step-timeout", type=float, default=120.0)
+    ap.add_argument("--trace-sample", type=int, default=0, metavar="N",
+                    help="p4sim: trace 1 packet in N at every switch to RESULTS/traces/ "
+                         "(see `cellfabric trace`; default 0: off)")
     args = ap.parse_args(argv)
+    if args.trace_sample > 0:  # read by each switch's command line (emulation.nodes)
+        os.environ["CELLFABRIC_TRACE_SAMPLE"] = str(args.trace_sample)
     try:
         from cellfabric.emulation.runner import RunConfig, RunError, execute, print_summary
 

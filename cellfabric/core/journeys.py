@@ -56,6 +56,15 @@ def _index_of(run_dir: Path) -> dict[str, Any]:
     return {"hosts": {n: h.ip for n, h in topo.hosts.items()}, "links": links}
 
 
+def _switch_name(stem: str, known: set[str]) -> str:
+    """A trace file's switch: its name, or (emulation) its Mininet node name, which is the
+    switch's name and the run's 4-character tag."""
+    if stem in known or not known:
+        return stem
+    return next((n for n in sorted(known, key=len, reverse=True)
+                 if stem.startswith(n) and len(stem) == len(n) + 4), stem)
+
+
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     out = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
@@ -86,12 +95,14 @@ def load_traces(run_dir: Path) -> Traces:
             recvs.setdefault(key, []).append(rec)
     hops: dict[IdKey, list[dict[str, Any]]] = {}
     switches = []
+    known = set(index.get("tiers", {})) | {p.split(":")[0] for p in index.get("links", {})}
     for path in sorted(tdir.glob("*.jsonl")):
         if path.name == "hosts.jsonl":
             continue
-        switches.append(path.stem)
+        name = _switch_name(path.stem, known)
+        switches.append(name)
         for rec in _jsonl(path):
-            rec["switch"] = path.stem  # a switch process knows only its device id
+            rec["switch"] = name  # a switch process knows only its device id
             key = id_key(rec.get("id"))
             if key is not None:
                 hops.setdefault(key, []).append(rec)

@@ -142,6 +142,14 @@ class P4Switch(ProcessSwitch):
             if level and self.log_dir:
                 extra += ["--log-file", str(self.log_dir / f"{self.name}.trace.log"),
                           "--log-level", level]
+            # `cellfabric run --trace-sample N`: structured records in RUN/traces/ (it wins
+            # over the text log above: p4sim takes one trace).
+            sample = os.environ.get("CELLFABRIC_TRACE_SAMPLE")
+            if sample and self.log_dir:
+                traces = Path(self.log_dir).parent / "traces"
+                traces.mkdir(parents=True, exist_ok=True)
+                extra += ["--trace-file", str(traces / f"{self.name}.jsonl"),
+                          "--trace-sample", sample]
         return switch_argv(
             self.target, self.port_map(), self.grpc_addr, device_id=self.device_id,
             cpu_port=self.cpu_port, json=self.json_path, extra=extra,

@@ -116,3 +116,27 @@ def test_trace_of_a_folder_without_traces_is_a_one_line_error(tmp_path: Path, ca
     err = capsys.readouterr().err.strip()
     assert err.startswith("cellfabric trace: error:") and "no traces/" in err
     assert len(err.splitlines()) == 1
+
+
+def test_without_host_records_journeys_join_the_switch_records_alone(tmp_path: Path) -> None:
+    # An emulated run has only the switches' records (its hosts are processes of their own)
+    # and its switch files are named by Mininet node (switch name + the run's tag).
+    run = traced_fat_tree(tmp_path, 512 * 1024)
+    capture(run, "h16")
+    tpl = template(run, "h1", "h16")
+    send_cells(run, "h1", tpl, 0, 3)
+    run.engine.run()
+    run.tear_down()
+    traces = run.cfg.run_dir / "traces"
+    (traces / "hosts.jsonl").unlink()
+    for path in traces.glob("*.jsonl"):
+        path.rename(traces / f"{path.stem}ab12.jsonl")
+    tr = load_traces(run.cfg.run_dir)
+    found = journeys(tr, "10.1.1.1", "10.4.2.2")
+    assert len(found) == 3
+    for j in found:
+        assert [h["switch"] for h in j["hops"]][0::4] == ["e11", "e42"]
+        b = j["breakdown"]
+        assert j["span_ns"] == b["links_ns"] + b["queue_waits_ns"] + b["processing_ns"]
+        # Between switches: 4 links of serialization + propagation.
+        assert b["links_ns"] == 4 * (tpl.frame_len + DELAY)

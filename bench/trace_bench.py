@@ -37,6 +37,9 @@ SETTINGS = SimSettings(link_rate_bps=100_000_000_000, hop_delay_ns=1000,
                        buffer_bytes=512 * 1024, seed=1, scale_ecn=True)
 
 
+PAIR_SAMPLE = 100  # --pair-sample: what the traced run of the pair samples (a check of the bench)
+
+
 def make_run(size: int, sample: int, out: Path) -> SimRun:
     topo = generate("fat-tree:k=4")
     topo.fabric = replace(topo.fabric, spray="spray", cc="dcqcn")
@@ -74,7 +77,7 @@ def measure(size: int, turn: int, out: Path) -> dict[str, Turns]:
     """The pair side by side, then the run tracing every packet on its own (interleaved, its
     allocations would weigh on the pair's caches and garbage collections)."""
     runs = {name: Turns(make_run(size, sample, out / name))
-            for name, sample in (("untraced", 0), ("sample 1/100", 100))}
+            for name, sample in (("untraced", 0), ("sample 1/100", PAIR_SAMPLE))}
     order = list(runs.values())
     while not all(t.done() for t in order):
         for t in order:
@@ -96,7 +99,10 @@ def main() -> int:
     ap.add_argument("--turn", type=int, default=500, help="events per turn")
     ap.add_argument("--rounds", type=int, default=5, help="whole measurements (median kept)")
     ap.add_argument("--quick", action="store_true", help="64 KiB, one round")
+    ap.add_argument("--pair-sample", type=int, default=100, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global PAIR_SAMPLE
+    PAIR_SAMPLE = args.pair_sample
     if args.quick:
         args.size, args.rounds = 64 * 1024, 1
     started = time.monotonic()

@@ -310,9 +310,22 @@ class JsonTracer:
             return build(fn, flow) if build is not None else fn
         return wrap
 
+    def _plain_stages(self, flow: Any) -> dict[str, Any]:
+        """The untraced stages of ``flow`` (a V1Model), receive fused, for the packets not
+        sampled: the same stage code over the same tables and queues, without any hook.
+        Empty if this build of the stages cannot make them (then every packet takes the
+        traced stages, which is correct, only slower)."""
+        if getattr(self, "_plain_flow", None) is not flow:
+            try:
+                self._plain = stages.build(flow._bindings(), fuse=True)
+            except Exception:
+                self._plain = {}
+            self._plain_flow = flow
+        return self._plain
+
     def _receive(self, fn: Any, flow: Any) -> Any:
         counters, wants = flow.counters, self.sampler.fast()
-        plain = _plain_receive(flow) or fn
+        plain = self._plain_stages(flow).get("receive", fn)
 
         def receive(port: int, frame: bytes, *rest: Any) -> None:
             if not wants(frame):
@@ -370,11 +383,12 @@ class JsonTracer:
 
     def _egress(self, fn: Any, flow: Any) -> Any:
         counters = flow.counters
+        plain = self._plain_stages(flow).get("egress", fn)
 
         def egress(P: Any, port: int, prio: int, left: int, now: int) -> None:
             copy = getattr(P, "trace_id", None)
-            if type(copy) is not dict:
-                return fn(P, port, prio, left, now)
+            if type(copy) is not dict:  # not sampled: the stage without any hook
+                return plain(P, port, prio, left, now)
             outer = self._rec, self._events
             self._rec, self._events = copy["_rec"], copy["egress"]
             outer_pf, self._pf = self._pf, (P, P.F)
@@ -463,16 +477,6 @@ def _closures(fn: Any) -> list[Any]:
         if callable(held) and getattr(held, "__closure__", None) is not None:
             out.append(held)
     return out
-
-
-def _plain_receive(flow: Any) -> Any:
-    """The untraced fused receive of ``flow`` (a V1Model), for the packets not sampled: the
-    same stages over the same tables and queues, without any stage hook. None if this build
-    of the stages cannot make one (then every packet takes the traced stages)."""
-    try:
-        return stages.build(flow._bindings(), fuse=True)["receive"]
-    except Exception:
-        return None
 
 
 def _anonymous_action(name: str) -> bool:

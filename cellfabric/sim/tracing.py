@@ -20,7 +20,8 @@ from typing import IO, Any
 
 from cellfabric.sim.net import SimFabric
 from hosts.cells import parse_roce
-from p4sim.switch.jsontrace import JsonTracer, TraceSampler, packet_identity
+from p4sim.switch.jsontrace import JsonTracer
+from p4sim.switch.tracesample import TraceSampler, packet_identity
 from topologies.model import Topology
 
 DEFINES_P4 = Path(__file__).resolve().parents[2] / "p4src" / "include" / "defines.p4"

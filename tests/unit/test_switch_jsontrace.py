@@ -17,8 +17,9 @@ from jsonkit import Prog, assign, f, hx, rd
 
 from p4sim.switch.api import ActionCall, Exact, TableEntry
 from p4sim.switch.dataplane import DataPlane
-from p4sim.switch.jsontrace import JsonTracer, TraceSampler, identity_hash, packet_identity
+from p4sim.switch.jsontrace import JsonTracer
 from p4sim.switch.main import main as switch_main
+from p4sim.switch.tracesample import TraceSampler, identity_hash, packet_identity
 
 STD = "standard_metadata"
 

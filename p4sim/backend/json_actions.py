@@ -401,9 +401,6 @@ class ActionLowering(CallInlining):
     def direct_meter_read(self, r: ObjRef, target: Json, c: A.Call) -> None:
         raise unsupported(c.loc, "direct_meter.read outside a table action")
 
-    def ref_for_local(self, r: Ref) -> Ref:
-        return r
-
 
 def is_const_true(e: A.Expr) -> bool:
     return e.const is True

@@ -10,8 +10,6 @@ from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, Loc
 from p4sim.frontend.typecheck_call import CallChecker
 
-_ARITH = ("+", "-", "*", "/", "%", "|+|", "|-|")
-_BITWISE = ("&", "|", "^")
 _COMPARE = ("<", ">", "<=", ">=")
 
 

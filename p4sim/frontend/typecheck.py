@@ -11,6 +11,7 @@ from typing import Any
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, Loc, unsupported
+from p4sim.frontend.table_paths import check_table_paths
 from p4sim.frontend.typecheck_call import order_args
 from p4sim.frontend.typecheck_expr import ExprChecker
 from p4sim.frontend.typecheck_stmt import StmtChecker
@@ -403,6 +404,7 @@ class Checker(ExprChecker, StmtChecker):
             self.check_local(loc_decl)
         assert d.body is not None
         self.check_block(d.body)
+        check_table_paths(d)
         self.ctx.pop()
         self.pop()
 
@@ -431,10 +433,8 @@ class Checker(ExprChecker, StmtChecker):
                     if isinstance(want, T.BitT):
                         self.coerce(a.expr, want, "constructor argument")
         else:
+            _check_package_arity(d, decl)
             order_args(d.loc, decl.name, d.args, decl.params)
-            if len(d.args) != len(decl.params):
-                raise CompileError(d.loc, f"package {decl.name} expects {len(decl.params)}"
-                                   f" arguments, got {len(d.args)}")
             self.main_pkg = decl
             self.pkg_bind: dict[str, T.Type] = {}
             for a, p in zip(d.args, decl.params):
@@ -457,13 +457,17 @@ class Checker(ExprChecker, StmtChecker):
         kind = "parser" if isinstance(d, A.ParserDecl) else (
             "control" if isinstance(d, A.ControlDecl) else None)
         proto = want.decl
+        # p4c's wording for an argument that does not unify with the parameter's type
+        generic = "<...>" if proto.type_params else ""
+        mismatch = CompileError(a.loc, f"Type of argument '{d.name}' ({kind or 'object'}"
+                                f" {d.name}) does not match type of parameter '{p.name}'"
+                                f" ({want.kind} {proto.name}{generic})")
         if kind != want.kind or getattr(d, "is_type", True) or len(d.params) != len(
                 proto.params) or any(
                 mine.direction != theirs.direction
                 or _extern_name(theirs) != _extern_name(mine)
                 for mine, theirs in zip(d.params, proto.params)):
-            raise CompileError(a.loc, f"argument for '{p.name}' must be a {want.kind} with"
-                               f" the {proto.name} signature")
+            raise mismatch
         # Parameter types must match the prototype, with the package's type variables (H, M)
         # bound consistently across all its arguments.
         self.push("call")
@@ -484,11 +488,25 @@ class Checker(ExprChecker, StmtChecker):
                 ok = pt == have or (isinstance(pt, T.StructT) and isinstance(have, T.StructT)
                                     and pt.name == have.name)
             if not ok:
-                want_t = self.pkg_bind.get(pt.name) if isinstance(pt, T.TypeVar) else pt
-                raise CompileError(mine.type_syntax.loc, f"parameter '{mine.name}' of {d.name}"
-                                   f" has type {have}, but {p.name} needs {want_t}")
+                raise mismatch
         e.target = ("instantiate", d)
         e.type = T.ObjT(kind, d)
+
+
+def _check_package_arity(d: A.Instance, decl: A.PackageDecl) -> None:
+    """p4c's messages for a package instantiated with too many or too few arguments, at the
+    instance's name."""
+    params = decl.params
+    named = {a.name for a in d.args if a.name}
+    if named:
+        missing = [p for p in params if p.name not in named and p.default is None]
+    elif len(d.args) > len(params):
+        raise CompileError(d.loc, f"{decl.name}: {len(d.args)} arguments supplied while"
+                           f" {len(params)} are expected")
+    else:
+        missing = [p for p in params[len(d.args):] if p.default is None]
+    if missing:
+        raise CompileError(d.loc, f"{missing[0].name}: No argument supplied for parameter")
 
 
 def _header_field_ok(t: T.Type) -> bool:

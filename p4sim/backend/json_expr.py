@@ -62,7 +62,7 @@ class Env:
         return None
 
 
-class ExprLowering:
+class ExprLowering(A.NodeVisitor):
     errors: dict[str, int]
     enum_values: Any
 
@@ -166,19 +166,19 @@ class ExprLowering:
                 raise unsupported(e.loc, f"'.{e.name}' of a table apply outside an if"
                                   " condition")
             return self.leaf_json(self.ref(e, env), e)
-        m = getattr(self, "v_" + type(e).__name__, None)
-        if m is None:
-            raise unsupported(e.loc, f"expression {type(e).__name__} here")
-        return m(e, env)
+        return self.visit(e, env)
 
-    def v_Slice(self, e: A.Slice, env: Env) -> Json:
+    def generic_visit(self, node: A.Node, *args: Any) -> Any:
+        raise unsupported(node.loc, f"expression {type(node).__name__} here")
+
+    def visit_Slice(self, e: A.Slice, env: Env) -> Json:
         hi, lo = e.hi.const, e.lo.const
         j = self.data(e.expr, env)
         if lo:
             j = expr(">>", j, hexstr(lo, 8))
         return mask_to(j, hi - lo + 1)
 
-    def v_Unary(self, e: A.Unary, env: Env) -> Json:
+    def visit_Unary(self, e: A.Unary, env: Env) -> Json:
         t = e.type
         if e.op == "!":
             return expr("not", None, self.cond(e.expr, env))
@@ -196,7 +196,7 @@ class ExprLowering:
             return mask_to(j, t.width)
         return j
 
-    def v_Binary(self, e: A.Binary, env: Env) -> Json:
+    def visit_Binary(self, e: A.Binary, env: Env) -> Json:
         op = e.op
         if op in ("&&", "||"):
             return expr("and" if op == "&&" else "or", self.cond(e.left, env),
@@ -226,14 +226,14 @@ class ExprLowering:
             return self.fix_width(expr(op, a, b), t)
         return self.fix_width(expr(op, a, b), t)
 
-    def v_Ternary(self, e: A.Ternary, env: Env) -> Json:
+    def visit_Ternary(self, e: A.Ternary, env: Env) -> Json:
         if e.type == T.BOOL:
             a, b = self.cond(e.then, env), self.cond(e.other, env)
         else:
             a, b = self.data(e.then, env), self.data(e.other, env)
         return expr("?", a, b, cond=self.cond(e.cond, env))
 
-    def v_Cast(self, e: A.Cast, env: Env) -> Json:
+    def visit_Cast(self, e: A.Cast, env: Env) -> Json:
         to, have = e.type, e.expr.type
         if to == T.BOOL:
             if have == T.BOOL:
@@ -251,7 +251,7 @@ class ExprLowering:
             return v
         return v
 
-    def v_Call(self, e: A.Call, env: Env) -> Json:
+    def visit_Call(self, e: A.Call, env: Env) -> Json:
         tgt = e.target
         if tgt and tgt[0] == "builtin" and tgt[1] == "isValid":
             r = self.ref(tgt[2], env)
@@ -329,7 +329,7 @@ class ExprLowering:
     alloc_temp: Any
     body_to_prims: Any
 
-    def v_ListExpr(self, e: A.ListExpr, env: Env) -> Json:
+    def visit_ListExpr(self, e: A.ListExpr, env: Env) -> Json:
         raise unsupported(e.loc, "a list expression used as a value here")
 
     # ---- flattening (field lists, digests, hash inputs) ---------------------------------------

@@ -31,19 +31,33 @@ def _nodes_in(value: Any) -> Iterator[Node]:
 
 
 class NodeVisitor:
-    """Walks a tree as pycparser's `c_ast.NodeVisitor`: `visit(node)` calls
-    `visit_<ClassName>(node)` when the subclass defines it, else `generic_visit`, which visits
-    the children. A `visit_X` method visits below X only if it calls `generic_visit`."""
+    """The one tree-walking convention of the compiler, pycparser's `c_ast.NodeVisitor`:
+    `visit(node)` calls `visit_<ClassName>(node)` when the subclass defines it, else
+    `generic_visit(node)`, which visits the children. A `visit_X` method visits below X only
+    if it calls `generic_visit`. Extra arguments of `visit` (a checker's expected type, a
+    lowering's environment) are passed on to the method unchanged.
 
-    def visit(self, node: Node) -> Any:
-        method = getattr(self, "visit_" + type(node).__name__, None)
+    To write a pass: subclass, define `visit_<ClassName>` for the nodes it cares about, and
+    override `generic_visit` when unknown nodes are an error rather than something to walk."""
+
+    # per subclass: node class -> the function that visits it (looked up once, not per node)
+    _dispatch: dict[type, Any] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dispatch = {}
+
+    def visit(self, node: Node, *args: Any) -> Any:
+        kind = type(node)
+        method = self._dispatch.get(kind)
         if method is None:
-            return self.generic_visit(node)
-        return method(node)
+            method = getattr(type(self), "visit_" + kind.__name__, type(self).generic_visit)
+            self._dispatch[kind] = method
+        return method(self, node, *args)
 
-    def generic_visit(self, node: Node) -> None:
+    def generic_visit(self, node: Node, *args: Any) -> Any:
         for child in node.children():
-            self.visit(child)
+            self.visit(child, *args)
 
 
 @dataclass(eq=False)

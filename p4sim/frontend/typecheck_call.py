@@ -20,7 +20,7 @@ class CallChecker:
     scope: Any
     ctx: list[Any]
 
-    def x_Call(self, e: A.Call, expected: Any) -> T.Type:
+    def visit_Call(self, e: A.Call, expected: Any) -> T.Type:
         f = e.func
         ft = self.check_expr(f)
         type_args = [self.resolve_type(t) for t in e.type_args]

@@ -4,9 +4,8 @@ resubmit/recirculate, truncate, log_msg, assert/assume), `if` via _jump_if_zero,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from p4sim.backend.json_calls import CallInlining
 from p4sim.backend.json_expr import Env
 from p4sim.backend.refs import (
     LEAF,
@@ -29,22 +28,32 @@ from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
 
+if TYPE_CHECKING:
+    from p4sim.backend.action_registry import ActionRegistry
+    from p4sim.backend.context import LoweringContext
+    from p4sim.backend.json_calls import CallInliner
+    from p4sim.backend.json_expr import ExprConverter
+    from p4sim.backend.json_externs import ExternConverter
+    from p4sim.backend.json_layout import StorageLayout
+
 HASH_ALGOS = {"crc32": "crc32", "crc32_custom": "crc32_custom", "crc16": "crc16",
               "crc16_custom": "crc16_custom", "random": "random", "identity": "identity",
               "csum16": "csum16", "xor16": "xor16"}
 
 
-class ActionLowering(CallInlining):
-    # Provided by the program builder.
-    source_info: Any
-    alloc_local: Any
-    add_calculation: Any
-    add_learn_list: Any
-    add_field_list: Any
-    alloc_temp: Any
+class StatementConverter:
+    """Statements (and the externs they call) to action primitives."""
 
-    return_patches: list[list[Json]] = []
-    note_called_action: Any
+    def __init__(self, ctx: LoweringContext, exprs: ExprConverter, calls: CallInliner,
+                 storage: StorageLayout, externs: ExternConverter) -> None:
+        self.ctx = ctx
+        self.exprs = exprs
+        self.calls = calls
+        self.storage = storage
+        self.externs = externs
+        self.actions: ActionRegistry  # wired by the program builder (actions call actions)
+        self.return_patches: list[list[Json]] = []  # per body: its `return` jumps
+        self.loop_jumps: list[tuple[list[Json], list[Json]]] = []  # per loop: breaks, continues
 
     def stmts_to_prims(self, stmts: list[A.Stmt], env: Env, out: list[Json]) -> None:
         for s in stmts:
@@ -59,22 +68,22 @@ class ActionLowering(CallInlining):
 
     def stmt_to_prims(self, s: A.Stmt, env: Env, out: list[Json]) -> None:
         # Functions called inside the statement put their bodies just before it.
-        self.pre_prims.append(out)
+        self.calls.pre_prims.append(out)
         try:
             self.lower_stmt(s, env, out)
         finally:
-            self.pre_prims.pop()
+            self.calls.pre_prims.pop()
 
     def lower_stmt(self, s: A.Stmt, env: Env, out: list[Json]) -> None:
         if isinstance(s, A.Block):
             self.stmts_to_prims(s.stmts, Env(env), out)
         elif isinstance(s, A.Assign) and isinstance(s.lhs, A.Slice):
             dst, value = self.slice_assign(s.lhs, s.rhs, env)
-            out.append(prim("assign", [dst, value], s, self.source_info))
+            out.append(prim("assign", [dst, value], s, self.ctx.source_info))
         elif isinstance(s, A.Assign):
-            self.assign(self.ref(s.lhs, env), s.rhs, env, out, s)
+            self.assign(self.exprs.ref(s.lhs, env), s.rhs, env, out, s)
         elif isinstance(s, A.VarDecl):
-            r = self.alloc_local(s, env)
+            r = self.storage.alloc_local(s, env)
             env.bind(s, r)
             if s.init is not None:
                 self.assign(r, s.init, env, out, s)
@@ -82,8 +91,8 @@ class ActionLowering(CallInlining):
             self.call_to_prims(s.call, env, out)
         elif isinstance(s, A.If):
             # Primitive index of the jump target is patched once the branch length is known.
-            cond = b2d(self.cond(s.cond, env))
-            jz = prim("_jump_if_zero", [cond, hexstr(0)], s.cond, self.source_info)
+            cond = b2d(self.exprs.cond(s.cond, env))
+            jz = prim("_jump_if_zero", [cond, hexstr(0)], s.cond, self.ctx.source_info)
             out.append(jz)
             self.stmt_to_prims(s.then, Env(env), out)
             if s.other is not None:
@@ -95,8 +104,8 @@ class ActionLowering(CallInlining):
             else:
                 jz["parameters"][1] = hexstr(len(out))
         elif isinstance(s, A.Exit):
-            self.copy_out_before_exit(out)
-            out.append(prim("exit", [], s, self.source_info))
+            self.calls.copy_out_before_exit(out)
+            out.append(prim("exit", [], s, self.ctx.source_info))
             out.append(dict(prim("_jump", [hexstr(0)]), to_end=True))  # see end_exits
         elif isinstance(s, A.EmptyStmt):
             pass
@@ -104,24 +113,22 @@ class ActionLowering(CallInlining):
             if not self.return_patches:
                 raise unsupported(s.loc, "'return' here")
             if s.value is not None:
-                if not self.fn_returns:
+                if not self.calls.fn_returns:
                     raise unsupported(s.loc, "'return' with a value here")
-                self.assign(self.fn_returns[-1], s.value, env, out, s)
-            jmp = prim("_jump", [hexstr(0)], s, self.source_info)
+                self.assign(self.calls.fn_returns[-1], s.value, env, out, s)
+            jmp = prim("_jump", [hexstr(0)], s, self.ctx.source_info)
             self.return_patches[-1].append(jmp)
             out.append(jmp)
         elif isinstance(s, A.For):
             self.lower_for(s, env, out)
         elif isinstance(s, (A.Break, A.Continue)):
-            jmp = prim("_jump", [hexstr(0)], s, self.source_info)
+            jmp = prim("_jump", [hexstr(0)], s, self.ctx.source_info)
             self.loop_jumps[-1][0 if isinstance(s, A.Break) else 1].append(jmp)
             out.append(jmp)
         elif isinstance(s, A.Switch):
             raise unsupported(s.loc, "'switch' inside an action")
         else:
             raise unsupported(s.loc, f"statement {type(s).__name__} in an action")
-
-    loop_jumps: list[tuple[list[Json], list[Json]]] = []  # per loop: breaks, continues
 
     def lower_for(self, s: A.For, env: Env, out: list[Json]) -> None:
         """A loop in an action is primitives with jumps back (BMv2 actions are straight-line
@@ -131,8 +138,8 @@ class ActionLowering(CallInlining):
         top = len(out)
         exit_jump = None
         if s.cond is not None:
-            exit_jump = prim("_jump_if_zero", [b2d(self.cond(s.cond, inner)), hexstr(0)],
-                             s.cond, self.source_info)
+            exit_jump = prim("_jump_if_zero", [b2d(self.exprs.cond(s.cond, inner)), hexstr(0)],
+                             s.cond, self.ctx.source_info)
             out.append(exit_jump)
         self.loop_jumps.append(([], []))
         try:
@@ -142,7 +149,7 @@ class ActionLowering(CallInlining):
         for jmp in continues:
             jmp["parameters"][0] = hexstr(len(out))
         self.stmts_to_prims(s.updates, inner, out)
-        out.append(prim("_jump", [hexstr(top)], s, self.source_info))
+        out.append(prim("_jump", [hexstr(top)], s, self.ctx.source_info))
         for jmp in breaks:
             jmp["parameters"][0] = hexstr(len(out))
         if exit_jump is not None:
@@ -150,7 +157,7 @@ class ActionLowering(CallInlining):
 
     # ---- assignment ---------------------------------------------------------------------------
     def slice_assign(self, lhs: A.Slice, rhs: A.Expr, env: Env) -> tuple[Json, Json]:
-        return self.slice_store(lhs, self.data(rhs, env), env)
+        return self.slice_store(lhs, self.exprs.data(rhs, env), env)
 
     def slice_store(self, lhs: A.Slice, value: Json, env: Env) -> tuple[Json, Json]:
         """`f[hi:lo] = v` writes the whole field: (f & ~m) | ((v << lo) & m)."""
@@ -160,7 +167,7 @@ class ActionLowering(CallInlining):
             lo += target.lo.const
             target = target.expr
         width = lhs.hi.const - lhs.lo.const + 1
-        r = self.ref(target, env)
+        r = self.exprs.ref(target, env)
         if not isinstance(r, LEAF) or isinstance(r, DataRef):
             raise CompileError(lhs.loc, "cannot assign to this expression")
         fw = T.bit_width(target.type)
@@ -174,12 +181,13 @@ class ActionLowering(CallInlining):
     def assign(self, dst: Ref, rhs: A.Expr, env: Env, out: list[Json], node: Any) -> None:
         if isinstance(dst, LEAF) and not isinstance(dst, DataRef):
             op = "assign_VL" if isinstance(dst.type, T.VarbitT) else "assign"
-            out.append(prim(op, [dst.json(), self.data(rhs, env)], node, self.source_info))
+            out.append(prim(op, [dst.json(), self.exprs.data(rhs, env)], node,
+                            self.ctx.source_info))
             return
         if isinstance(dst, (HeaderRef, DynElemRef)):
             if isinstance(rhs, (A.ListExpr, A.StructInit)) and isinstance(dst, HeaderRef):
                 # a header from a list or struct initializer: valid, then field by field
-                out.append(prim("add_header", [dst.json()], node, self.source_info))
+                out.append(prim("add_header", [dst.json()], node, self.ctx.source_info))
                 items = (rhs.items if isinstance(rhs, A.ListExpr)
                          else [fe for _, fe in sorted(rhs.fields, key=lambda f: list(
                              dst.type.fields).index(f[0]))])
@@ -189,17 +197,17 @@ class ActionLowering(CallInlining):
                 return
             if isinstance(rhs, (A.ListExpr, A.StructInit)):
                 raise unsupported(rhs.loc, "assigning a list to a header stack element")
-            src = self.ref(rhs, env)
-            out.append(prim("assign_header", [dst.json(), src.json()], node, self.source_info))
+            src = self.exprs.ref(rhs, env)
+            out.append(prim("assign_header", [dst.json(), src.json()], node, self.ctx.source_info))
             return
         if isinstance(dst, UnionRef):
-            src = self.ref(rhs, env)
-            out.append(prim("assign_union", [dst.json(), src.json()], node, self.source_info))
+            src = self.exprs.ref(rhs, env)
+            out.append(prim("assign_union", [dst.json(), src.json()], node, self.ctx.source_info))
             return
         if isinstance(dst, StackRef):
-            src = self.ref(rhs, env)
+            src = self.exprs.ref(rhs, env)
             out.append(prim("assign_header_stack", [dst.json(), src.json()], node,
-                            self.source_info))
+                            self.ctx.source_info))
             return
         if isinstance(dst, StructRef):
             if isinstance(rhs, A.StructInit):
@@ -210,7 +218,7 @@ class ActionLowering(CallInlining):
                 for sub, fe in zip(dst.fields.values(), rhs.items):
                     self.assign(sub, fe, env, out, node)
                 return
-            src = self.ref(rhs, env)
+            src = self.exprs.ref(rhs, env)
             if not isinstance(src, StructRef):
                 raise unsupported(rhs.loc, "this struct-valued expression")
             for name, sub in dst.fields.items():
@@ -224,21 +232,21 @@ class ActionLowering(CallInlining):
             for name, sub in dst.fields.items():
                 self.assign_ref(sub, src.fields[name], out, node)
         elif isinstance(dst, (HeaderRef, DynElemRef)):
-            out.append(prim("assign_header", [dst.json(), src.json()], node, self.source_info))
+            out.append(prim("assign_header", [dst.json(), src.json()], node, self.ctx.source_info))
         elif isinstance(dst, StackRef):
             out.append(prim("assign_header_stack", [dst.json(), src.json()], node,
-                            self.source_info))
+                            self.ctx.source_info))
         else:
-            out.append(prim("assign", [dst.json(), src.json()], node, self.source_info))
+            out.append(prim("assign", [dst.json(), src.json()], node, self.ctx.source_info))
 
     # ---- calls --------------------------------------------------------------------------------
     def call_to_prims(self, c: A.Call, env: Env, out: list[Json]) -> None:
         tgt = c.target
         kind = tgt[0]
-        si = self.source_info
+        si = self.ctx.source_info
         if kind == "builtin":
             name, base = tgt[1], tgt[2]
-            r = self.ref(base, env)
+            r = self.exprs.ref(base, env)
             if name in ("setValid", "setInvalid"):
                 out.append(prim("add_header" if name == "setValid" else "remove_header",
                                 [r.json()], c, si))
@@ -264,11 +272,11 @@ class ActionLowering(CallInlining):
         raise unsupported(c.loc, f"{kind} call here")
 
     def inline_action(self, c: A.Call, act: A.ActionDecl, env: Env, out: list[Json]) -> None:
-        self.inline_call(c, act, env, out)
+        self.calls.inline_call(c, act, env, out)
 
     def inline_void_function(self, c: A.Call, fn: A.FunctionDecl, env: Env,
                              out: list[Json]) -> None:
-        self.inline_call(c, fn, env, out, fn.rret)
+        self.calls.inline_call(c, fn, env, out, fn.rret)
 
     def arg(self, c: A.Call, i: int) -> A.Expr:
         e = c.args[i].expr
@@ -277,7 +285,7 @@ class ActionLowering(CallInlining):
         return e
 
     def field_arg(self, c: A.Call, i: int, env: Env) -> Json:
-        r = self.ref(self.arg(c, i), env)
+        r = self.exprs.ref(self.arg(c, i), env)
         if not isinstance(r, LEAF) or isinstance(r, DataRef):
             raise CompileError(c.args[i].loc, "expected a field to write the result to")
         return r.json()
@@ -285,7 +293,7 @@ class ActionLowering(CallInlining):
     def extern_function(self, c: A.Call, fn: A.FunctionDecl, bind: dict[str, T.Type],
                         env: Env, out: list[Json]) -> None:
         n = fn.name
-        si = self.source_info
+        si = self.ctx.source_info
         if n == "mark_to_drop":
             if c.args:
                 out.append(prim("mark_to_drop", [{"type": "header",
@@ -295,56 +303,56 @@ class ActionLowering(CallInlining):
         elif n == "hash":
             algo = self.enum_member(self.arg(c, 1))
             inputs = []
-            for j in self.flatten(self.arg(c, 3), env):
+            for j in self.exprs.flatten(self.arg(c, 3), env):
                 if j.get("type") in ("expression", "runtime_data"):
                     # BMv2 hashes fields and constants only: compute into a temporary first
-                    tmp = self.alloc_temp(j.pop("bitwidth"), env, "hash_in")
+                    tmp = self.storage.alloc_temp(j.pop("bitwidth"), env, "hash_in")
                     out.append(prim("assign", [tmp.json(), j], c, si))
                     j = tmp.json()
                 inputs.append(j)
-            calc = self.add_calculation(HASH_ALGOS[algo], inputs, c)
+            calc = self.externs.add_calculation(HASH_ALGOS[algo], inputs, c)
             out.append(prim("modify_field_with_hash_based_offset",
-                            [self.field_arg(c, 0, env), self.data(self.arg(c, 2), env),
+                            [self.field_arg(c, 0, env), self.exprs.data(self.arg(c, 2), env),
                              {"type": "calculation", "value": calc},
-                             self.data(self.arg(c, 4), env)], c, si))
+                             self.exprs.data(self.arg(c, 4), env)], c, si))
         elif n == "random":
             out.append(prim("modify_field_rng_uniform",
-                            [self.field_arg(c, 0, env), self.data(self.arg(c, 1), env),
-                             self.data(self.arg(c, 2), env)], c, si))
+                            [self.field_arg(c, 0, env), self.exprs.data(self.arg(c, 1), env),
+                             self.exprs.data(self.arg(c, 2), env)], c, si))
         elif n in ("clone", "clone3", "clone_preserving_field_list"):
             ctype = self.enum_member(self.arg(c, 0))
             op = ("clone_ingress_pkt_to_egress" if ctype == "I2E"
                   else "clone_egress_pkt_to_egress")
             if n == "clone_preserving_field_list":
-                fl = self.add_field_list(self.arg(c, 2), c)
+                fl = self.externs.add_field_list(self.arg(c, 2), c)
             elif n == "clone3":
-                fl = self.add_field_list_from(self.flatten(self.arg(c, 2), env), c)
+                fl = self.add_field_list_from(self.exprs.flatten(self.arg(c, 2), env), c)
             else:  # p4c gives a plain clone an empty list of its own
                 fl = self.add_field_list_from([], c)
-            out.append(prim(op, [self.data(self.arg(c, 1), env), hexstr(fl)], c, si))
+            out.append(prim(op, [self.exprs.data(self.arg(c, 1), env), hexstr(fl)], c, si))
         elif n in ("resubmit_preserving_field_list", "recirculate_preserving_field_list",
                    "resubmit", "recirculate"):
             op = "resubmit" if n.startswith("resubmit") else "recirculate"
             if n.endswith("field_list"):
-                fl = self.add_field_list(self.arg(c, 0), c)
+                fl = self.externs.add_field_list(self.arg(c, 0), c)
             else:
-                fl = self.add_field_list_from(self.flatten(self.arg(c, 0), env), c)
+                fl = self.add_field_list_from(self.exprs.flatten(self.arg(c, 0), env), c)
             out.append(prim(op, [hexstr(fl)], c, si))
         elif n == "digest":
             data = self.arg(c, 1)
             if not isinstance(data.type, T.StructT):
                 raise unsupported(data.loc, "digest of a value that is not a struct")
-            lid = self.add_learn_list(data.type, self.flatten(data, env), c)
-            out.append(prim("generate_digest", [self.data(self.arg(c, 0), env), hexstr(lid)],
+            lid = self.externs.add_learn_list(data.type, self.exprs.flatten(data, env), c)
+            out.append(prim("generate_digest", [self.exprs.data(self.arg(c, 0), env), hexstr(lid)],
                             c, si))
         elif n == "truncate":
-            out.append(prim("truncate", [self.data(self.arg(c, 0), env)], c, si))
+            out.append(prim("truncate", [self.exprs.data(self.arg(c, 0), env)], c, si))
         elif n in ("assert", "assume"):
-            out.append(prim(n, [self.cond(self.arg(c, 0), env)], c, si))
+            out.append(prim(n, [self.exprs.cond(self.arg(c, 0), env)], c, si))
         elif n == "log_msg":
             s = self.arg(c, 0)
             assert isinstance(s, A.StrLit)
-            vals = self.flatten(self.arg(c, 1), env) if len(c.args) > 1 else []
+            vals = self.exprs.flatten(self.arg(c, 1), env) if len(c.args) > 1 else []
             out.append(prim("log_msg", [{"type": "string", "value": s.value},
                                         {"type": "parameters_vector", "value": vals}], c, si))
         elif n in ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
@@ -358,7 +366,7 @@ class ActionLowering(CallInlining):
             raise unsupported(c.loc, f"extern function {n}")
 
     def add_field_list_from(self, fields: list[Json], c: A.Call) -> int:
-        return self.add_field_list(None, c, fields)
+        return self.externs.add_field_list(None, c, fields)
 
     def enum_member(self, e: A.Expr) -> str:
         v = e.const
@@ -368,42 +376,33 @@ class ActionLowering(CallInlining):
 
     def extern_method(self, c: A.Call, inst: A.Expr, m: A.MethodDecl, env: Env,
                       out: list[Json]) -> None:
-        r = self.ref(inst, env)
+        r = self.exprs.ref(inst, env)
         if not isinstance(r, ObjRef):
             raise unsupported(c.loc, "method call on this expression")
         ext = r.decl.name if isinstance(r.decl, A.ExternDecl) else r.kind
-        si = self.source_info
+        si = self.ctx.source_info
         name = m.name
         if ext == "register":
             ra = {"type": "register_array", "value": r.name}
             if name == "read":
                 out.append(prim("register_read", [self.field_arg(c, 0, env), ra,
-                                                  self.data(self.arg(c, 1), env)], c, si))
+                                                  self.exprs.data(self.arg(c, 1), env)], c, si))
             else:
-                out.append(prim("register_write", [ra, self.data(self.arg(c, 0), env),
-                                                   self.data(self.arg(c, 1), env)], c, si))
+                out.append(prim("register_write", [ra, self.exprs.data(self.arg(c, 0), env),
+                                                   self.exprs.data(self.arg(c, 1), env)], c, si))
         elif ext == "counter":
             out.append(prim("count", [{"type": "counter_array", "value": r.name},
-                                      self.data(self.arg(c, 0), env)], c, si))
+                                      self.exprs.data(self.arg(c, 0), env)], c, si))
         elif ext == "direct_counter":
             pass  # direct counters count on every hit of their table
         elif ext == "meter":
             out.append(prim("execute_meter", [{"type": "meter_array", "value": r.name},
-                                              self.data(self.arg(c, 0), env),
+                                              self.exprs.data(self.arg(c, 0), env),
                                               self.field_arg(c, 1, env)], c, si))
         elif ext == "direct_meter":
-            self.direct_meter_read(r, self.field_arg(c, 0, env), c)
+            self.externs.direct_meter_read(r, self.field_arg(c, 0, env), c)
         elif ext in ("packet_in", "packet_out"):
             raise CompileError(c.loc, f"{ext}.{name}() may only be used in a parser/deparser")
         else:
             raise unsupported(c.loc, f"extern {ext}.{name}")
 
-    def direct_meter_read(self, r: ObjRef, target: Json, c: A.Call) -> None:
-        raise unsupported(c.loc, "direct_meter.read outside a table action")
-
-
-def is_const_true(e: A.Expr) -> bool:
-    return e.const is True
-
-
-__all__ = ["ActionLowering", "FieldRef", "HeaderRef", "StructRef", "is_const_true"]

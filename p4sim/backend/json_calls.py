@@ -10,9 +10,9 @@ unless nothing can tell them apart.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from p4sim.backend.json_expr import Env, ExprLowering
+from p4sim.backend.json_expr import Env
 from p4sim.backend.refs import (
     DataRef,
     DynElemRef,
@@ -28,6 +28,12 @@ from p4sim.backend.refs import (
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import unsupported
+
+if TYPE_CHECKING:
+    from p4sim.backend.context import LoweringContext
+    from p4sim.backend.json_actions import StatementConverter
+    from p4sim.backend.json_expr import ExprConverter
+    from p4sim.backend.json_layout import StorageLayout
 
 
 def _root(e: A.Expr) -> Any:
@@ -92,14 +98,22 @@ class ParamUse(A.NodeVisitor):
         self.generic_visit(c)
 
 
-class CallInlining(ExprLowering):
-    # Provided by the program builder and the action lowering.
-    layout: Any
-    assign: Any
-    assign_ref: Any
-    body_to_prims: Any
-    source_info: Any
-    fn_returns: list[Ref]
+class CallInliner:
+    """Calls of actions and functions inlined with copy-in/copy-out."""
+
+    def __init__(self, ctx: LoweringContext, exprs: ExprConverter, storage: StorageLayout
+                 ) -> None:
+        self.ctx = ctx
+        self.exprs = exprs
+        self.storage = storage
+        self.stmts: StatementConverter  # wired by the program builder (bodies hold calls)
+        self.param_uses: dict[int, ParamUse] = {}
+        # per call being inlined: its copy-backs, the call and its environment (for `exit`)
+        self.copy_out_frames: list[tuple[list[tuple[Any, Ref]], A.Call, Env]] = []
+        self.fn_returns: list[Ref] = []  # where each function being inlined returns to
+        # per statement being lowered: primitives that must run before it (the bodies of
+        # functions called in its expressions)
+        self.pre_prims: list[list[Json]] = []
 
     def inline_call(self, c: A.Call, decl: A.ActionDecl | A.FunctionDecl, env: Env,
                     out: list[Json], result_type: Any = None) -> Ref | None:
@@ -114,7 +128,7 @@ class CallInlining(ExprLowering):
                     id(p) not in use.written):
                 # never written, and nothing else changes what it refers to: copying it in
                 # and back out changes nothing (and reads no stack element out of range)
-                inner.bind(p, self.ref(a.expr, env))
+                inner.bind(p, self.exprs.ref(a.expr, env))
                 continue
             if p.direction in ("out", "inout"):
                 inner.bind(p, self.copy_in(a.expr, p, env, out, copy_back, c))
@@ -124,16 +138,16 @@ class CallInlining(ExprLowering):
             if a.expr.const is not None or (lazy_in and _is_scalar(t)):
                 inner.bind(p, self.in_value(a.expr, t, env))
                 continue
-            tmp = self.layout(t, p.name, "")
-            self.assign(tmp, a.expr, env, out, c)
+            tmp = self.storage.layout(t, p.name, "")
+            self.stmts.assign(tmp, a.expr, env, out, c)
             inner.bind(p, tmp)
         result: Ref | None = None
         if result_type is not None and result_type != T.VOID:
-            result = self.layout(result_type, f"{decl.name}_ret", "")
+            result = self.storage.layout(result_type, f"{decl.name}_ret", "")
             self.fn_returns.append(result)
         self.copy_out_frames.append((copy_back, c, env))
         try:
-            self.body_to_prims(decl.body.stmts, inner, out)  # type: ignore[union-attr]
+            self.stmts.body_to_prims(decl.body.stmts, inner, out)  # type: ignore[union-attr]
         finally:
             self.copy_out_frames.pop()
             if result is not None:
@@ -146,19 +160,19 @@ class CallInlining(ExprLowering):
         """Fresh storage for parameter `p`, filled from `arg` (in, inout; a slice through its
         bits) or invalidated (out), and noted in `copy_back` to be copied back (out, inout).
         `arg` None is `_`: storage, nothing copied either way."""
-        tmp = self.layout(p.rtype, p.name, "")
+        tmp = self.storage.layout(p.rtype, p.name, "")
         if arg is None:
             return tmp
         if p.direction not in ("out", "inout"):
-            self.assign(tmp, arg, env, out, node)
+            self.stmts.assign(tmp, arg, env, out, node)
             return tmp
-        dst: Any = arg if isinstance(arg, A.Slice) else self.ref(arg, env)
+        dst: Any = arg if isinstance(arg, A.Slice) else self.exprs.ref(arg, env)
         if p.direction == "out":
             self.invalidate(tmp, out, node)
         elif isinstance(dst, A.Slice):
-            self.assign(tmp, dst, env, out, node)
+            self.stmts.assign(tmp, dst, env, out, node)
         else:
-            self.assign_ref(tmp, dst, out, node)
+            self.stmts.assign_ref(tmp, dst, out, node)
         copy_back.append((dst, tmp))
         return tmp
 
@@ -166,14 +180,10 @@ class CallInlining(ExprLowering):
                  out: list[Json]) -> None:
         for dst, tmp in copy_back:
             if isinstance(dst, A.Slice):  # `f(x[3:0])`: the slice's bits of x
-                target, value = self.slice_store(dst, tmp.json(), env)
-                out.append(prim("assign", [target, value], c, self.source_info))
+                target, value = self.stmts.slice_store(dst, tmp.json(), env)
+                out.append(prim("assign", [target, value], c, self.ctx.source_info))
             else:
-                self.assign_ref(dst, tmp, out, c)
-
-    copy_out_frames: list[tuple[list[tuple[Any, Ref]], A.Call, Env]] = []
-    slice_store: Any
-    param_uses: dict[int, ParamUse]
+                self.stmts.assign_ref(dst, tmp, out, c)
 
     def param_use(self, decl: A.ActionDecl | A.FunctionDecl) -> ParamUse:
         use = self.param_uses.get(id(decl))
@@ -191,21 +201,21 @@ class CallInlining(ExprLowering):
 
     def in_value(self, e: A.Expr, t: Any, env: Env) -> Ref:
         if isinstance(t, (T.StructT, T.StackT)):
-            return self.ref(e, env)
-        return DataRef(self.data(e, env) if t != T.BOOL else self.rvalue(e, env), t)
+            return self.exprs.ref(e, env)
+        return DataRef(self.exprs.data(e, env) if t != T.BOOL else self.exprs.rvalue(e, env), t)
 
     def invalidate(self, r: Ref, out: list[Json], node: Any) -> None:
         """An `out` header parameter starts invalid (P4_16 6.8: out parameters are
         uninitialized, and an uninitialized header is invalid)."""
         if isinstance(r, (HeaderRef, DynElemRef)):
-            out.append(prim("remove_header", [r.json()], node, self.source_info))
+            out.append(prim("remove_header", [r.json()], node, self.ctx.source_info))
         elif isinstance(r, StructRef):
             for sub in r.fields.values():
                 self.invalidate(sub, out, node)
         elif isinstance(r, StackRef):
             for name in r.elems:
                 out.append(prim("remove_header", [{"type": "header", "value": name}], node,
-                                self.source_info))
+                                self.ctx.source_info))
         elif isinstance(r, UnionRef):
             for m in r.members.values():
                 self.invalidate(m, out, node)

@@ -3,7 +3,7 @@ the field width, `d2b`/`b2d` between bool and data, `$valid$` fields, stack oper
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from p4sim.backend.refs import (
     DataRef,
@@ -27,6 +27,10 @@ from p4sim.backend.refs import (
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
+
+if TYPE_CHECKING:
+    from p4sim.backend.context import LoweringContext
+    from p4sim.backend.json_calls import CallInliner
 
 
 def field_ref(header: str, name: str, t: T.Type) -> Ref:
@@ -62,9 +66,12 @@ class Env:
         return None
 
 
-class ExprLowering(A.NodeVisitor):
-    errors: dict[str, int]
-    enum_values: Any
+class ExprConverter(A.NodeVisitor):
+    """Expressions to BMv2 JSON values and references to storage."""
+
+    def __init__(self, ctx: LoweringContext) -> None:
+        self.ctx = ctx
+        self.calls: CallInliner  # wired by the program builder (calls and expressions recurse)
 
     # ---- constants -------------------------------------------------------------------------------
     def const_json(self, value: Any, t: T.Type) -> Json:
@@ -73,12 +80,21 @@ class ExprLowering(A.NodeVisitor):
         if isinstance(value, tuple):
             kind, name = value
             if kind == "error":
-                return hexstr(self.errors[name], 32)
+                return hexstr(self.ctx.errors[name], 32)
             assert isinstance(t, T.EnumT)
             return hexstr(t.values[name], T.bit_width(t))
         if isinstance(value, str):  # match kind
             return {"type": "string", "value": value}
         return hexstr(value, T.bit_width(t) or None)
+
+    def const_int_of(self, e: A.Expr) -> int:
+        v = e.const
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, tuple):
+            j = self.const_json(v, e.type)
+            return int(j["value"], 16)
+        return v
 
     # ---- paths ---------------------------------------------------------------------------------
     def ref(self, e: A.Expr, env: Env) -> Ref:
@@ -312,22 +328,15 @@ class ExprLowering(A.NodeVisitor):
             inner.bind(p, self.ref(a.expr, env))
         return self.rvalue(stmts[0].value, inner)
 
-    pre_prims: list[list[Json]] = []
-    fn_returns: list[Ref] = []
-
     def function_result(self, e: A.Call, fn: A.FunctionDecl, env: Env) -> Ref:
         """A function with statements, called in an expression: its body runs as primitives
         just before the statement using it (side-effect ordering has made the call the
         statement's last step), leaving the result in a temporary."""
-        if not self.pre_prims:
+        if not self.calls.pre_prims:
             raise unsupported(e.loc, f"calling function {fn.name} (which has statements) here")
-        result = self.inline_call(e, fn, env, self.pre_prims[-1], fn.rret)
+        result = self.calls.inline_call(e, fn, env, self.calls.pre_prims[-1], fn.rret)
         assert result is not None
         return result
-
-    inline_call: Any
-    alloc_temp: Any
-    body_to_prims: Any
 
     def visit_ListExpr(self, e: A.ListExpr, env: Env) -> Json:
         raise unsupported(e.loc, "a list expression used as a value here")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from p4sim.backend.context import unique
 from p4sim.backend.json_expr import Env
 from p4sim.backend.refs import (
     FieldRef,
@@ -22,19 +23,21 @@ from p4sim.frontend.errors import CompileError
 
 
 class StorageLayout:
-    # Provided by the program builder.
-    header_types: list[Json]
-    header_type_ids: dict[str, str]
-    headers: list[Json]
-    header_names: set[str]
-    header_stacks: list[Json]
-    header_union_types: list[Json]
-    header_unions: list[Json]
-    header_union_stacks: list[Json]
-    union_type_names: set[str]
-    scalars: list[list[Any]]
-    scalar_names: set[str]
-    unique: Any
+    """Where values live: header types and instances, stacks, unions, and the scalars header
+    holding metadata and locals."""
+
+    def __init__(self) -> None:
+        self.header_types: list[Json] = []
+        self.header_type_ids: dict[str, str] = {}
+        self.headers: list[Json] = []
+        self.header_names: set[str] = set()
+        self.header_stacks: list[Json] = []
+        self.header_union_types: list[Json] = []
+        self.header_unions: list[Json] = []
+        self.header_union_stacks: list[Json] = []
+        self.union_type_names: set[str] = set()
+        self.scalars: list[list[Any]] = []
+        self.scalar_names: set[str] = set()
 
     def header_type(self, st: T.StructT, name: str | None = None, metadata: bool = False) -> str:
         key = name or st.name
@@ -65,13 +68,13 @@ class StorageLayout:
         return key
 
     def add_header(self, base: str, htype: str, metadata: bool) -> str:
-        name = self.unique(base, self.header_names)
+        name = unique(base, self.header_names)
         self.headers.append({"name": name, "id": len(self.headers), "header_type": htype,
                              "metadata": metadata, "pi_omit": True})
         return name
 
     def add_scalar(self, base: str, t: T.Type) -> FieldRef:
-        name = self.unique(base, self.scalar_names)
+        name = unique(base, self.scalar_names)
         self.scalars.append([name, T.bit_width(t), isinstance(t, T.BitT) and t.signed])
         return FieldRef("scalars", name, t)
 
@@ -86,7 +89,7 @@ class StorageLayout:
             if t.elem.kind == "header_union":
                 return self.layout_union_stack(t, path)
             htype = self.header_type(t.elem)
-            base = self.unique(path.split(".")[-1], self.header_names)
+            base = unique(path.split(".")[-1], self.header_names)
             elems = []
             ids = []
             for i in range(t.size):
@@ -131,7 +134,7 @@ class StorageLayout:
             self.header_union_types.append({
                 "name": t.name, "id": len(self.header_union_types),
                 "headers": [[m, self.header_type(mt)] for m, mt in t.fields.items()]})
-        base = self.unique(path.split(".")[-1] if path else t.name, self.header_names)
+        base = unique(path.split(".")[-1] if path else t.name, self.header_names)
         members: dict[str, HeaderRef] = {}
         for m, mt in t.fields.items():
             assert isinstance(mt, T.StructT)
@@ -144,7 +147,7 @@ class StorageLayout:
         return UnionRef(base, t, members)
 
     def layout_union_stack(self, t: T.StackT, path: str) -> UnionStackRef:
-        base = self.unique(path.split(".")[-1], self.header_names)
+        base = unique(path.split(".")[-1], self.header_names)
         unions = [self.layout_union(t.elem, f"{base}[{i}]") for i in range(t.size)]
         self.header_union_stacks.append({
             "name": base, "id": len(self.header_union_stacks), "union_type": t.elem.name,

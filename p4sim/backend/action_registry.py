@@ -22,9 +22,7 @@ if TYPE_CHECKING:
 class ActionRegistry:
     def __init__(self, ctx: LoweringContext, exprs: ExprConverter, storage: StorageLayout
                  ) -> None:
-        self.ctx = ctx
-        self.exprs = exprs
-        self.storage = storage
+        self.ctx, self.exprs, self.storage = ctx, exprs, storage
         self.stmts: StatementConverter  # wired by the program builder (bodies call actions)
         prog = ctx.prog
         self.actions_json: list[Json] = []

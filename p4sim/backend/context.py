@@ -16,10 +16,8 @@ from p4sim.frontend.typecheck import Checker
 class LoweringContext:
     def __init__(self, checker: Checker, prog: A.Program, sources: dict[str, list[str]],
                  program_name: str) -> None:
-        self.checker = checker
-        self.prog = prog
-        self.sources = sources
-        self.program_name = program_name
+        self.checker, self.prog = checker, prog
+        self.sources, self.program_name = sources, program_name
         self.errors = {n: i for i, n in enumerate(checker.error_members)}  # error -> value
         self.globals_env = Env(None, "")
         # the pipeline (or checksum pseudo-pipeline) being lowered: its tables,

@@ -41,16 +41,13 @@ HASH_ALGOS = {"crc32": "crc32", "crc32_custom": "crc32_custom", "crc16": "crc16"
               "csum16": "csum16", "xor16": "xor16"}
 
 
-class StatementConverter:
+class StatementConverter(A.NodeVisitor):
     """Statements (and the externs they call) to action primitives."""
 
     def __init__(self, ctx: LoweringContext, exprs: ExprConverter, calls: CallInliner,
                  storage: StorageLayout, externs: ExternConverter) -> None:
-        self.ctx = ctx
-        self.exprs = exprs
-        self.calls = calls
-        self.storage = storage
-        self.externs = externs
+        self.ctx, self.exprs, self.calls = ctx, exprs, calls
+        self.storage, self.externs = storage, externs
         self.actions: ActionRegistry  # wired by the program builder (actions call actions)
         self.return_patches: list[list[Json]] = []  # per body: its `return` jumps
         self.loop_jumps: list[tuple[list[Json], list[Json]]] = []  # per loop: breaks, continues
@@ -75,62 +72,79 @@ class StatementConverter:
             self.calls.pre_prims.pop()
 
     def lower_stmt(self, s: A.Stmt, env: Env, out: list[Json]) -> None:
-        if isinstance(s, A.Block):
-            self.stmts_to_prims(s.stmts, Env(env), out)
-        elif isinstance(s, A.Assign) and isinstance(s.lhs, A.Slice):
+        self.visit(s, env, out)
+
+    def generic_visit(self, node: A.Node, *args: Any) -> None:
+        raise unsupported(node.loc, f"statement {type(node).__name__} in an action")
+
+    def visit_Block(self, s: A.Block, env: Env, out: list[Json]) -> None:
+        self.stmts_to_prims(s.stmts, Env(env), out)
+
+    def visit_Assign(self, s: A.Assign, env: Env, out: list[Json]) -> None:
+        if isinstance(s.lhs, A.Slice):
             dst, value = self.slice_assign(s.lhs, s.rhs, env)
             out.append(prim("assign", [dst, value], s, self.ctx.source_info))
-        elif isinstance(s, A.Assign):
-            self.assign(self.exprs.ref(s.lhs, env), s.rhs, env, out, s)
-        elif isinstance(s, A.VarDecl):
-            r = self.storage.alloc_local(s, env)
-            env.bind(s, r)
-            if s.init is not None:
-                self.assign(r, s.init, env, out, s)
-        elif isinstance(s, A.CallStmt):
-            self.call_to_prims(s.call, env, out)
-        elif isinstance(s, A.If):
-            # Primitive index of the jump target is patched once the branch length is known.
-            cond = b2d(self.exprs.cond(s.cond, env))
-            jz = prim("_jump_if_zero", [cond, hexstr(0)], s.cond, self.ctx.source_info)
-            out.append(jz)
-            self.stmt_to_prims(s.then, Env(env), out)
-            if s.other is not None:
-                jmp = prim("_jump", [hexstr(0)])
-                out.append(jmp)
-                jz["parameters"][1] = hexstr(len(out))
-                self.stmt_to_prims(s.other, Env(env), out)
-                jmp["parameters"][0] = hexstr(len(out))
-            else:
-                jz["parameters"][1] = hexstr(len(out))
-        elif isinstance(s, A.Exit):
-            self.calls.copy_out_before_exit(out)
-            out.append(prim("exit", [], s, self.ctx.source_info))
-            out.append(dict(prim("_jump", [hexstr(0)]), to_end=True))  # see end_exits
-        elif isinstance(s, A.EmptyStmt):
-            pass
-        elif isinstance(s, A.Return):
-            if not self.return_patches:
-                raise unsupported(s.loc, "'return' here")
-            if s.value is not None:
-                if not self.calls.fn_returns:
-                    raise unsupported(s.loc, "'return' with a value here")
-                self.assign(self.calls.fn_returns[-1], s.value, env, out, s)
-            jmp = prim("_jump", [hexstr(0)], s, self.ctx.source_info)
-            self.return_patches[-1].append(jmp)
-            out.append(jmp)
-        elif isinstance(s, A.For):
-            self.lower_for(s, env, out)
-        elif isinstance(s, (A.Break, A.Continue)):
-            jmp = prim("_jump", [hexstr(0)], s, self.ctx.source_info)
-            self.loop_jumps[-1][0 if isinstance(s, A.Break) else 1].append(jmp)
-            out.append(jmp)
-        elif isinstance(s, A.Switch):
-            raise unsupported(s.loc, "'switch' inside an action")
         else:
-            raise unsupported(s.loc, f"statement {type(s).__name__} in an action")
+            self.assign(self.exprs.ref(s.lhs, env), s.rhs, env, out, s)
 
-    def lower_for(self, s: A.For, env: Env, out: list[Json]) -> None:
+    def visit_VarDecl(self, s: A.VarDecl, env: Env, out: list[Json]) -> None:
+        r = self.storage.declare_local(s, env)
+        if s.init is not None:
+            self.assign(r, s.init, env, out, s)
+
+    def visit_CallStmt(self, s: A.CallStmt, env: Env, out: list[Json]) -> None:
+        self.call_to_prims(s.call, env, out)
+
+    def visit_If(self, s: A.If, env: Env, out: list[Json]) -> None:
+        # Primitive index of the jump target is patched once the branch length is known.
+        cond = b2d(self.exprs.cond(s.cond, env))
+        jz = prim("_jump_if_zero", [cond, hexstr(0)], s.cond, self.ctx.source_info)
+        out.append(jz)
+        self.stmt_to_prims(s.then, Env(env), out)
+        if s.other is not None:
+            jmp = prim("_jump", [hexstr(0)])
+            out.append(jmp)
+            jz["parameters"][1] = hexstr(len(out))
+            self.stmt_to_prims(s.other, Env(env), out)
+            jmp["parameters"][0] = hexstr(len(out))
+        else:
+            jz["parameters"][1] = hexstr(len(out))
+
+    def visit_Exit(self, s: A.Exit, env: Env, out: list[Json]) -> None:
+        self.calls.copy_out_before_exit(out)
+        out.append(prim("exit", [], s, self.ctx.source_info))
+        out.append(dict(prim("_jump", [hexstr(0)]), to_end=True))  # see end_exits
+
+    def visit_EmptyStmt(self, s: A.EmptyStmt, env: Env, out: list[Json]) -> None:
+        pass
+
+    def visit_Return(self, s: A.Return, env: Env, out: list[Json]) -> None:
+        if not self.return_patches:
+            raise unsupported(s.loc, "'return' here")
+        if s.value is not None:
+            if not self.calls.fn_returns:
+                raise unsupported(s.loc, "'return' with a value here")
+            self.assign(self.calls.fn_returns[-1], s.value, env, out, s)
+        jmp = prim("_jump", [hexstr(0)], s, self.ctx.source_info)
+        self.return_patches[-1].append(jmp)
+        out.append(jmp)
+
+    def visit_Break(self, s: A.Break, env: Env, out: list[Json]) -> None:
+        self.loop_jump(s, 0, out)
+
+    def visit_Continue(self, s: A.Continue, env: Env, out: list[Json]) -> None:
+        self.loop_jump(s, 1, out)
+
+    def loop_jump(self, s: A.Stmt, kind: int, out: list[Json]) -> None:
+        """A jump patched when the loop is done: kind 0 to its end, 1 to its updates."""
+        jmp = prim("_jump", [hexstr(0)], s, self.ctx.source_info)
+        self.loop_jumps[-1][kind].append(jmp)
+        out.append(jmp)
+
+    def visit_Switch(self, s: A.Switch, env: Env, out: list[Json]) -> None:
+        raise unsupported(s.loc, "'switch' inside an action")
+
+    def visit_For(self, s: A.For, env: Env, out: list[Json]) -> None:
         """A loop in an action is primitives with jumps back (BMv2 actions are straight-line
         programs with `_jump` and `_jump_if_zero`)."""
         inner = Env(env)

@@ -103,9 +103,7 @@ class CallInliner:
 
     def __init__(self, ctx: LoweringContext, exprs: ExprConverter, storage: StorageLayout
                  ) -> None:
-        self.ctx = ctx
-        self.exprs = exprs
-        self.storage = storage
+        self.ctx, self.exprs, self.storage = ctx, exprs, storage
         self.stmts: StatementConverter  # wired by the program builder (bodies hold calls)
         self.param_uses: dict[int, ParamUse] = {}
         # per call being inlined: its copy-backs, the call and its environment (for `exit`)

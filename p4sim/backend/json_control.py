@@ -35,20 +35,14 @@ if TYPE_CHECKING:
     from p4sim.backend.json_tables import TableConverter
 
 
-class ControlConverter:
+class ControlConverter(A.NodeVisitor):
     """Control apply blocks to the pipeline graph of tables and conditionals."""
 
     def __init__(self, ctx: LoweringContext, exprs: ExprConverter, calls: CallInliner,
                  stmts: StatementConverter, storage: StorageLayout, externs: ExternConverter,
                  actions: ActionRegistry, tables: TableConverter) -> None:
-        self.ctx = ctx
-        self.exprs = exprs
-        self.calls = calls
-        self.stmts = stmts
-        self.storage = storage
-        self.externs = externs
-        self.actions = actions
-        self.tables = tables
+        self.ctx, self.exprs, self.calls, self.stmts = ctx, exprs, calls, stmts
+        self.storage, self.externs, self.actions, self.tables = storage, externs, actions, tables
         self.ret_targets: list[str | None] = []  # per control being lowered: where return goes
         self.applied_controls: dict[str, int] = {}
         self.control_envs: dict[str, Env] = {}
@@ -180,33 +174,37 @@ class ControlConverter:
         return self.prims_table(prims, nxt, stmts[0])
 
     def build_stmt(self, s: A.Stmt, nxt: str | None, env: Env) -> str | None:
-        if isinstance(s, A.Block):
-            return self.build_seq(s.stmts, nxt, env)
-        if self.is_simple(s) or isinstance(s, (A.Exit, A.Return)):  # an unbraced branch
-            return self.build_seq([s], nxt, env)
-        if isinstance(s, A.CallStmt):
-            tgt = s.call.target
-            if tgt[0] == "table_apply":
-                return self.tables.apply_table(s.call, env, {}, nxt)
-            return self.apply_control(s.call, env, nxt)
-        if isinstance(s, A.If):
-            then = self.build_stmt(s.then, nxt, env)
-            other = self.build_stmt(s.other, nxt, env) if s.other is not None else nxt
-            hm = self.hit_miss(s.cond)
-            if hm is not None:
-                call, hit = hm
-                nt = {"__HIT__": then, "__MISS__": other} if hit else {
-                    "__HIT__": other, "__MISS__": then}
-                return self.tables.apply_table(call, env, nt, nxt, hitmiss=True)
-            name = f"node_{self.ctx.next_cond_id()}"
-            self.ctx.pipeline["conditionals"].append({
-                "name": name, "id": self.ctx.cond_count - 1,
-                "source_info": self.ctx.source_info(s.cond),
-                "expression": self.exprs.cond(s.cond, env), "true_next": then, "false_next": other})
-            return name
-        if isinstance(s, A.Switch):
-            return self.build_switch(s, nxt, env)
-        raise unsupported(s.loc, f"statement {type(s).__name__} in a control")
+        """The graph node that runs `s` and then `nxt`."""
+        if self.is_simple(s) or isinstance(s, (A.Exit, A.Return)):
+            return self.build_seq([s], nxt, env)  # an unbraced branch
+        return self.visit(s, nxt, env)
+
+    def generic_visit(self, node: A.Node, *args: Any) -> None:
+        raise unsupported(node.loc, f"statement {type(node).__name__} in a control")
+
+    def visit_Block(self, s: A.Block, nxt: str | None, env: Env) -> str | None:
+        return self.build_seq(s.stmts, nxt, env)
+
+    def visit_CallStmt(self, s: A.CallStmt, nxt: str | None, env: Env) -> str | None:
+        if s.call.target[0] == "table_apply":
+            return self.tables.apply_table(s.call, env, {}, nxt)
+        return self.apply_control(s.call, env, nxt)
+
+    def visit_If(self, s: A.If, nxt: str | None, env: Env) -> str | None:
+        then = self.build_stmt(s.then, nxt, env)
+        other = self.build_stmt(s.other, nxt, env) if s.other is not None else nxt
+        hm = self.hit_miss(s.cond)
+        if hm is not None:
+            call, hit = hm
+            nt = {"__HIT__": then, "__MISS__": other} if hit else {
+                "__HIT__": other, "__MISS__": then}
+            return self.tables.apply_table(call, env, nt, nxt, hitmiss=True)
+        name = f"node_{self.ctx.next_cond_id()}"
+        self.ctx.pipeline["conditionals"].append({
+            "name": name, "id": self.ctx.cond_count - 1,
+            "source_info": self.ctx.source_info(s.cond),
+            "expression": self.exprs.cond(s.cond, env), "true_next": then, "false_next": other})
+        return name
 
     def hit_miss(self, e: A.Expr) -> tuple[A.Call, bool] | None:
         neg = False
@@ -218,7 +216,7 @@ class ControlConverter:
             return e.expr, (e.name == "hit") != neg
         return None
 
-    def build_switch(self, s: A.Switch, nxt: str | None, env: Env) -> str | None:
+    def visit_Switch(self, s: A.Switch, nxt: str | None, env: Env) -> str | None:
         if s.kind == "action_run":
             call = s.expr.expr  # type: ignore[attr-defined]
             table = call.target[1]

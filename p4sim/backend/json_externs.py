@@ -22,8 +22,7 @@ class ExternConverter:
     field lists and digests."""
 
     def __init__(self, ctx: LoweringContext, exprs: ExprConverter) -> None:
-        self.ctx = ctx
-        self.exprs = exprs
+        self.ctx, self.exprs = ctx, exprs
         self.register_arrays: list[Json] = []
         self.counter_arrays: list[Json] = []
         self.meter_arrays: list[Json] = []

@@ -155,6 +155,12 @@ class StorageLayout:
                                                  for i in range(t.size)]})
         return UnionStackRef(base, t, unions)
 
+    def declare_local(self, d: A.VarDecl, env: Env) -> Ref:
+        """Storage for a local variable, bound to it in `env`."""
+        r = self.alloc_local(d, env)
+        env.bind(d, r)
+        return r
+
     def alloc_local(self, d: A.VarDecl, env: Env) -> Ref:
         return self.layout(d.type, d.name, "")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from p4sim.backend.context import unique
 from p4sim.backend.json_actions import HASH_ALGOS
 from p4sim.backend.json_expr import Env
 from p4sim.backend.refs import (
@@ -55,16 +56,13 @@ def range_to_masks(lo: int, hi: int, width: int) -> list[tuple[int, int]]:
     return out
 
 
-class ParserConverter:
+class ParserConverter(A.NodeVisitor):
     """The parser (sub-parsers inlined), the deparser and the checksum controls."""
 
     def __init__(self, ctx: LoweringContext, exprs: ExprConverter, stmts: StatementConverter,
                  storage: StorageLayout, externs: ExternConverter) -> None:
-        self.ctx = ctx
-        self.exprs = exprs
-        self.stmts = stmts
-        self.storage = storage
-        self.externs = externs
+        self.ctx, self.exprs, self.stmts = ctx, exprs, stmts
+        self.storage, self.externs = storage, externs
         self.parse_vsets: list[Json] = []
         self.value_sets: list[tuple[str, A.ValueSetDecl]] = []
         self.state_names: set[str] = set()
@@ -196,33 +194,35 @@ class ParserConverter:
         self.lower_state(join, rest, st, goto, env, [], states)
 
     def new_state(self, base: str) -> str:
-        name, n = base, 0
-        while name in self.state_names:
-            name = f"{base}_{n}"
-            n += 1
-        self.state_names.add(name)
-        return name
+        return unique(base, self.state_names)
 
     def parser_stmt(self, s: A.Stmt, env: Env, ops: list[Json]) -> None:
-        if isinstance(s, A.Block):
-            for x in s.stmts:
-                self.parser_stmt(x, Env(env), ops)
-        elif isinstance(s, A.Assign) and isinstance(s.lhs, A.Slice):
+        self.visit(s, env, ops)
+
+    def generic_visit(self, node: A.Node, *args: Any) -> None:
+        raise unsupported(node.loc, f"statement {type(node).__name__} in a parser state")
+
+    def visit_Block(self, s: A.Block, env: Env, ops: list[Json]) -> None:
+        for x in s.stmts:
+            self.parser_stmt(x, Env(env), ops)
+
+    def visit_Assign(self, s: A.Assign, env: Env, ops: list[Json]) -> None:
+        if isinstance(s.lhs, A.Slice):
             dst, value = self.stmts.slice_assign(s.lhs, s.rhs, env)
             ops.append({"op": "set", "parameters": [dst, as_param(value)]})
-        elif isinstance(s, A.Assign):
-            self.parser_assign(self.exprs.ref(s.lhs, env), s.rhs, env, ops, s)
-        elif isinstance(s, A.VarDecl):
-            r = self.storage.alloc_local(s, env)
-            env.bind(s, r)
-            if s.init is not None:
-                self.parser_assign(r, s.init, env, ops, s)
-        elif isinstance(s, A.CallStmt):
-            self.parser_call(s.call, env, ops)
-        elif isinstance(s, A.EmptyStmt):
-            pass
         else:
-            raise unsupported(s.loc, f"statement {type(s).__name__} in a parser state")
+            self.parser_assign(self.exprs.ref(s.lhs, env), s.rhs, env, ops, s)
+
+    def visit_VarDecl(self, s: A.VarDecl, env: Env, ops: list[Json]) -> None:
+        r = self.storage.declare_local(s, env)
+        if s.init is not None:
+            self.parser_assign(r, s.init, env, ops, s)
+
+    def visit_CallStmt(self, s: A.CallStmt, env: Env, ops: list[Json]) -> None:
+        self.parser_call(s.call, env, ops)
+
+    def visit_EmptyStmt(self, s: A.EmptyStmt, env: Env, ops: list[Json]) -> None:
+        pass
 
     def lookahead_of(self, e: A.Expr) -> Json | None:
         """`pkt.lookahead<T>()` (or a field/slice of it) as a BMv2 lookahead operand."""

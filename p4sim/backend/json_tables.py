@@ -33,11 +33,8 @@ class TableConverter:
 
     def __init__(self, ctx: LoweringContext, exprs: ExprConverter, storage: StorageLayout,
                  externs: ExternConverter, actions: ActionRegistry) -> None:
-        self.ctx = ctx
-        self.exprs = exprs
-        self.storage = storage
-        self.externs = externs
-        self.actions = actions
+        self.ctx, self.exprs, self.storage = ctx, exprs, storage
+        self.externs, self.actions = externs, actions
         self.tables_applied: dict[str, A.TableDecl] = {}
         self.table_info: list[tuple[str, A.TableDecl, Env]] = []
         self.table_pipeline: dict[str, int] = {}

@@ -1,5 +1,5 @@
 """Lowering parsers (states, extract/set/verify/advance/primitive ops, select transitions
-with masks, ranges and value sets), deparsers (emit order) and checksum controls."""
+with masks, ranges and value sets); the deparser and checksums are in json_deparser.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from p4sim.backend.context import unique
-from p4sim.backend.json_actions import HASH_ALGOS
 from p4sim.backend.json_expr import Env
 from p4sim.backend.refs import (
     DynElemRef,
@@ -17,8 +16,6 @@ from p4sim.backend.refs import (
     ObjRef,
     Ref,
     StackRef,
-    StructRef,
-    UnionRef,
     UnionStackRef,
     as_param,
     b2d,
@@ -57,7 +54,7 @@ def range_to_masks(lo: int, hi: int, width: int) -> list[tuple[int, int]]:
 
 
 class ParserConverter(A.NodeVisitor):
-    """The parser (sub-parsers inlined), the deparser and the checksum controls."""
+    """The parser: its states (sub-parsers inlined), their statements and transitions."""
 
     def __init__(self, ctx: LoweringContext, exprs: ExprConverter, stmts: StatementConverter,
                  storage: StorageLayout, externs: ExternConverter) -> None:
@@ -447,66 +444,3 @@ class ParserConverter(A.NodeVisitor):
         return [((val(it) << shift) & base_mask, base_mask, smask >= 0)]
 
     # ---- deparser and checksums -------------------------------------------------------------
-    def lower_deparser(self, decl: A.ControlDecl, env: Env) -> Json:
-        order: list[str] = []
-        assert decl.body is not None
-        for s in decl.body.stmts:
-            if isinstance(s, A.EmptyStmt):
-                continue
-            c = s.call if isinstance(s, A.CallStmt) else None
-            if c is None or c.target[0] != "method" or c.target[2].name != "emit":
-                raise unsupported(s.loc, "deparser statements other than emit()")
-            arg = c.args[0].expr
-            assert arg is not None
-            self.emit_order(self.exprs.ref(arg, env), order, arg)
-        return {"name": "deparser", "id": 0, "source_info": self.ctx.source_info(decl),
-                "order": order, "primitives": []}
-
-    def emit_order(self, r: Ref, order: list[str], e: A.Expr) -> None:
-        if isinstance(r, HeaderRef):
-            order.append(r.name)
-        elif isinstance(r, StackRef):
-            order.extend(r.elems)
-        elif isinstance(r, UnionRef):
-            order.extend(h.name for h in r.members.values())
-        elif isinstance(r, UnionStackRef):
-            for u in r.unions:
-                order.extend(h.name for h in u.members.values())
-        elif isinstance(r, StructRef):
-            for sub in r.fields.values():
-                self.emit_order(sub, order, e)
-        else:
-            raise CompileError(e.loc, "emit() needs a header, a header stack or a struct")
-
-    def lower_checksums(self, decl: A.ControlDecl, env: Env, verify: bool,
-                        out: list[Json]) -> None:
-        assert decl.body is not None
-        for s in decl.body.stmts:
-            if isinstance(s, A.EmptyStmt):
-                continue
-            c = s.call if isinstance(s, A.CallStmt) else None
-            name = c.target[1].name if c is not None and c.target[0] == "function" else ""
-            want = "verify_checksum" if verify else "update_checksum"
-            if c is None or name not in (want, want + "_with_payload"):
-                raise unsupported(s.loc, f"statements other than {want}() in"
-                                  f" {decl.name}")
-            args = [a.expr for a in c.args]
-            algo = args[3].const[1]  # type: ignore[union-attr]
-            if algo not in ("csum16", "crc16", "crc32", "identity", "xor16"):
-                raise unsupported(c.loc, f"checksum algorithm {algo}")
-            fields = self.exprs.flatten(args[1], env)
-            if any(f.get("type") in ("expression", "runtime_data") for f in fields):
-                raise unsupported(c.loc, "computed values in a checksum's field list")
-            if name.endswith("_with_payload"):
-                fields = [*fields, {"type": "payload", "value": None}]
-            calc = self.externs.add_calculation(HASH_ALGOS[algo], fields, c)
-            tgt = self.exprs.ref(args[2], env)
-            if not isinstance(tgt, FieldRef):
-                raise CompileError(args[2].loc, "checksum target must be a field")
-            cond = None if args[0].const is True else self.exprs.cond(args[0], env)
-            n = len(out)
-            out.append({"name": "cksum" if n == 0 else f"cksum_{n - 1}", "id": n,
-                        "source_info": self.ctx.source_info(c), "target": tgt.json()["value"],
-                        "type": "generic", "calculation": calc, "verify": verify,
-                        "update": not verify, "if_cond": cond})
-

@@ -11,6 +11,7 @@ from p4sim.backend.context import LoweringContext
 from p4sim.backend.json_actions import StatementConverter
 from p4sim.backend.json_calls import CallInliner
 from p4sim.backend.json_control import ControlConverter
+from p4sim.backend.json_deparser import DeparserConverter
 from p4sim.backend.json_expr import Env, ExprConverter
 from p4sim.backend.json_externs import ExternConverter
 from p4sim.backend.json_layout import StorageLayout
@@ -51,6 +52,7 @@ class ProgramBuilder:
         self.controls = ControlConverter(ctx, exprs, calls, stmts, storage, externs, actions,
                                          tables)
         self.parsers = ParserConverter(ctx, exprs, stmts, storage, externs)
+        self.deparsers = DeparserConverter(ctx, exprs, externs)
         # the converters that call each other: expressions call functions whose bodies are
         # statements, which call actions, whose bodies are statements
         exprs.calls = calls
@@ -85,10 +87,10 @@ class ProgramBuilder:
             decl = roles[role]
             assert isinstance(decl, A.ControlDecl)
             self.ctx.pipeline = {"id": 2, "tables": [], "conditionals": [], "action_profiles": []}
-            self.parsers.lower_checksums(decl, self.block_env(decl), verify, checksums)
+            self.deparsers.lower_checksums(decl, self.block_env(decl), verify, checksums)
         dep = roles["deparser"]
         assert isinstance(dep, A.ControlDecl)
-        deparser_json = self.parsers.lower_deparser(dep, self.block_env(dep))
+        deparser_json = self.deparsers.lower_deparser(dep, self.block_env(dep))
         pad = -sum(f[1] for f in self.storage.scalars) % 8
         if pad:
             self.storage.scalars.append(["_padding_0", pad, False])

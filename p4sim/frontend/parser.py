@@ -249,25 +249,25 @@ class Parser(StmtParser):
         self.expect(";")
         return A.ValueSetDecl(name.loc, annos, name.text, elem, size)
 
-    def parse_package(self, annos: list[A.Annotation]) -> A.PackageDecl:
-        self.expect("package")
+    def parse_type_head(self, keyword: str) -> tuple[Token, list[str], list[A.Param]]:
+        """`KEYWORD Name<T...>(params)` of a package, parser or control: its name, type
+        parameters (left in scope for the caller to pop) and parameters."""
+        self.expect(keyword)
         name = self.ident()
         self.declare_type(name.text)
         tparams = self.parse_type_params()
         self.push_type_params(tparams)
-        params = self.parse_params()
+        return name, tparams, self.parse_params()
+
+    def parse_package(self, annos: list[A.Annotation]) -> A.PackageDecl:
+        name, tparams, params = self.parse_type_head("package")
         self.pop_type_params()
         self.expect(";")
         return A.PackageDecl(name.loc, annos, name.text, tparams, params)
 
     # ---- parsers ------------------------------------------------------------------------------
     def parse_parser(self, annos: list[A.Annotation]) -> A.ParserDecl:
-        self.expect("parser")
-        name = self.ident()
-        self.declare_type(name.text)
-        tparams = self.parse_type_params()
-        self.push_type_params(tparams)
-        params = self.parse_params()
+        name, tparams, params = self.parse_type_head("parser")
         if self.accept(";"):
             self.pop_type_params()
             return A.ParserDecl(name.loc, annos, name.text, tparams, params, [], [], [], True)
@@ -355,12 +355,7 @@ class Parser(StmtParser):
 
     # ---- controls -----------------------------------------------------------------------------
     def parse_control(self, annos: list[A.Annotation]) -> A.ControlDecl:
-        self.expect("control")
-        name = self.ident()
-        self.declare_type(name.text)
-        tparams = self.parse_type_params()
-        self.push_type_params(tparams)
-        params = self.parse_params()
+        name, tparams, params = self.parse_type_head("control")
         if self.accept(";"):
             self.pop_type_params()
             return A.ControlDecl(name.loc, annos, name.text, tparams, params, [], [], None, True)

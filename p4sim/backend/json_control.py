@@ -6,20 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from p4sim.backend.json_actions import prim
+from p4sim.backend import refs as R
 from p4sim.backend.json_expr import Env
 from p4sim.backend.naming import qualify
-from p4sim.backend.refs import (
-    DataRef,
-    Json,
-    ObjRef,
-    Ref,
-    hex_padded,
-    hexstr,
-)
-from p4sim.backend.refs import (
-    expr as mk,
-)
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import unsupported
@@ -68,7 +58,7 @@ class ControlConverter(A.NodeVisitor):
                     d.args, r.decl.ctor_params) if a.expr is not None]
             env.bind(d, r)
         elif isinstance(d, A.TableDecl):
-            env.bind(d, ObjRef("table", qualify(d, env.prefix), d))
+            env.bind(d, R.ObjRef("table", qualify(d, env.prefix), d))
             for inst in d.synthetic:  # instances written inside table properties
                 env.bind(inst, self.externs.register_instance(inst, env.prefix))
         elif isinstance(d, A.VarDecl):
@@ -112,8 +102,8 @@ class ControlConverter(A.NodeVisitor):
                 call, hit = hm
                 outcome = {}
                 for key, value in (("__HIT__", hit), ("__MISS__", not hit)):
-                    outcome[key] = self.prims_table([prim("assign", [
-                        dst.json(), hexstr(int(value), 1)], s, self.ctx.source_info)], node, s)
+                    outcome[key] = self.prims_table([R.prim("assign", [
+                        dst.json(), R.hexstr(int(value), 1)], s, self.ctx.source_info)], node, s)
                 node = self.tables.apply_table(call, env, outcome, node, hitmiss=True)
                 continue
             if self.is_simple(s):
@@ -150,7 +140,7 @@ class ControlConverter(A.NodeVisitor):
                 for a in c.args) and not any(p.direction for p in c.target[1].params):
             act: A.ActionDecl = c.target[1]
             aname, aid = self.actions.action_for(act, self.actions.env_of(act, env), [])
-            data = [hex_padded(int(self.exprs.const_int_of(a.expr)), T.bit_width(p.rtype))
+            data = [R.hex_padded(int(self.exprs.const_int_of(a.expr)), T.bit_width(p.rtype))
                     for a, p in zip(c.args, act.params)]
             tname = self.ctx.unique_table("tbl_" + act.name)
             return self.tables.dummy_table(tname, aname, aid, data, nxt, stmts[0])
@@ -259,7 +249,8 @@ class ControlConverter(A.NodeVisitor):
                 self.ctx.pipeline["conditionals"].append({
                     "name": name, "id": self.ctx.cond_count - 1,
                     "source_info": self.ctx.source_info(lab),
-                    "expression": mk("==", self.exprs.data(s.expr, env), self.exprs.data(lab, env)),
+                    "expression": R.expr("==", self.exprs.data(s.expr, env),
+                                         self.exprs.data(lab, env)),
                     "true_next": bnode, "false_next": node})
                 node = name
         return node
@@ -268,10 +259,10 @@ class ControlConverter(A.NodeVisitor):
         base = call.target[1]
         if isinstance(base, A.Name) and isinstance(base.decl, A.ControlDecl):
             # `Type.apply(...)`: an implicit instance named after the type
-            inst = ObjRef("control", qualify(base.decl, env.prefix), base.decl)
+            inst = R.ObjRef("control", qualify(base.decl, env.prefix), base.decl)
         else:
             inst = self.exprs.ref(base, env)
-        if not isinstance(inst, ObjRef) or inst.kind != "control":
+        if not isinstance(inst, R.ObjRef) or inst.kind != "control":
             raise unsupported(call.loc, "applying this control")
         decl: A.ControlDecl = inst.decl
         # p4c inlines each application of an instance; its tables may still be applied once
@@ -281,7 +272,7 @@ class ControlConverter(A.NodeVisitor):
             inner.bind(p, r)
         copied = params_needing_copies(call.args, decl.params)
         copy_in: list[Json] = []
-        copy_back: list[tuple[Any, Ref]] = []
+        copy_back: list[tuple[Any, R.Ref]] = []
         for a, p in zip(call.args, decl.params):
             assert a.expr is not None
             if id(p) in copied:
@@ -289,7 +280,7 @@ class ControlConverter(A.NodeVisitor):
                 continue
             by_ref = p.direction in ("out", "inout") or isinstance(p.rtype, (T.StructT, T.StackT))
             inner.bind(p, self.exprs.ref(a.expr, env) if by_ref
-                       else DataRef(self.exprs.data(a.expr, env), p.rtype))
+                       else R.DataRef(self.exprs.data(a.expr, env), p.rtype))
         init: list[A.Stmt] = []
         first = self.control_envs.setdefault(inst.name, inner)
         for d in decl.locals:
@@ -320,9 +311,9 @@ class ControlConverter(A.NodeVisitor):
         return self.tables.dummy_table(self.ctx.unique_table("tbl_" + aname), aname, aid, [],
                                        nxt, node)
 
-    def ctor_arg(self, e: A.Expr, p: A.Param, env: Env) -> Ref:
+    def ctor_arg(self, e: A.Expr, p: A.Param, env: Env) -> R.Ref:
         if e.const is not None:
-            return DataRef(self.exprs.const_json(e.const, e.type), e.type)
+            return R.DataRef(self.exprs.const_json(e.const, e.type), e.type)
         return self.exprs.ref(e, env)
 
 def _arg_path(e: A.Expr) -> tuple[Any, ...]:

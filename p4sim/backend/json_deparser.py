@@ -5,18 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from p4sim.backend import refs as R
 from p4sim.backend.json_actions import HASH_ALGOS
 from p4sim.backend.json_expr import Env
-from p4sim.backend.refs import (
-    FieldRef,
-    HeaderRef,
-    Json,
-    Ref,
-    StackRef,
-    StructRef,
-    UnionRef,
-    UnionStackRef,
-)
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend.errors import CompileError, unsupported
 
@@ -42,17 +34,17 @@ class DeparserConverter:
         return {"name": "deparser", "id": 0, "source_info": self.ctx.source_info(decl),
                 "order": order, "primitives": []}
 
-    def emit_order(self, r: Ref, order: list[str], e: A.Expr) -> None:
-        if isinstance(r, HeaderRef):
+    def emit_order(self, r: R.Ref, order: list[str], e: A.Expr) -> None:
+        if isinstance(r, R.HeaderRef):
             order.append(r.name)
-        elif isinstance(r, StackRef):
+        elif isinstance(r, R.StackRef):
             order.extend(r.elems)
-        elif isinstance(r, UnionRef):
+        elif isinstance(r, R.UnionRef):
             order.extend(h.name for h in r.members.values())
-        elif isinstance(r, UnionStackRef):
+        elif isinstance(r, R.UnionStackRef):
             for u in r.unions:
                 order.extend(h.name for h in u.members.values())
-        elif isinstance(r, StructRef):
+        elif isinstance(r, R.StructRef):
             for sub in r.fields.values():
                 self.emit_order(sub, order, e)
         else:
@@ -77,7 +69,7 @@ class DeparserConverter:
                 fields = [*fields, {"type": "payload", "value": None}]
             calc = self.externs.add_calculation(HASH_ALGOS[algo], fields, c)
             tgt = self.exprs.ref(args[2], env)
-            if not isinstance(tgt, FieldRef):
+            if not isinstance(tgt, R.FieldRef):
                 raise CompileError(args[2].loc, "checksum target must be a field")
             cond = None if args[0].const is True else self.exprs.cond(args[0], env)
             n = len(out)

@@ -6,24 +6,11 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from p4sim.backend import refs as R
 from p4sim.backend.context import unique
+from p4sim.backend.json_actions import StraightLineStatements
 from p4sim.backend.json_expr import Env
-from p4sim.backend.refs import (
-    DynElemRef,
-    FieldRef,
-    HeaderRef,
-    Json,
-    ObjRef,
-    Ref,
-    StackRef,
-    UnionStackRef,
-    as_param,
-    b2d,
-    hexstr,
-)
-from p4sim.backend.refs import (
-    expr as mk,
-)
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
@@ -53,7 +40,7 @@ def range_to_masks(lo: int, hi: int, width: int) -> list[tuple[int, int]]:
     return out
 
 
-class ParserConverter(A.NodeVisitor):
+class ParserConverter(StraightLineStatements):
     """The parser: its states (sub-parsers inlined), their statements and transitions."""
 
     def __init__(self, ctx: LoweringContext, exprs: ExprConverter, stmts: StatementConverter,
@@ -81,7 +68,7 @@ class ParserConverter(A.NodeVisitor):
                 self.value_sets.append((name, d))
                 self.parse_vsets.append({"name": name, "id": len(self.parse_vsets),
                                          "compressed_bitwidth": width, "max_size": d.rsize})
-                env.bind(d, ObjRef("value_set", name, d))
+                env.bind(d, R.ObjRef("value_set", name, d))
         states: list[Json] = []
         need_reject = False
         self.state_names = {st.name for st in decl.states} | {"accept", "reject"}
@@ -100,7 +87,7 @@ class ParserConverter(A.NodeVisitor):
         if need_reject:
             states.append({"name": "reject", "id": next(self.ctx.state_ids), "parser_ops": [
                 {"op": "verify", "parameters": [{"type": "bool", "value": False},
-                                                hexstr(self.ctx.errors["NoMatch"], 32)]}],
+                                                R.hexstr(self.ctx.errors["NoMatch"], 32)]}],
                 "transitions": [{"type": "default", "value": None, "mask": None,
                                  "next_state": None}], "transition_key": []})
         return {"name": "parser", "id": 0, "init_state": "start", "parse_states": states}
@@ -122,8 +109,8 @@ class ParserConverter(A.NodeVisitor):
             join = self.new_state(f"{name}_join")
             then_s, else_s = self.new_state(f"{name}_true"), self.new_state(f"{name}_false")
             tmp = self.storage.alloc_temp(1, env)
-            ops.append({"op": "set", "parameters": [tmp.json(), as_param(
-                b2d(self.exprs.cond(s.cond, env)))]})
+            ops.append({"op": "set", "parameters": [tmp.json(), R.as_param(
+                R.b2d(self.exprs.cond(s.cond, env)))]})
             states.append({"name": name, "id": next(self.ctx.state_ids), "parser_ops": ops,
                            "transition_key": [tmp.json()], "transitions": [
                                {"type": "hexstr", "value": "0x01", "mask": None,
@@ -151,11 +138,11 @@ class ParserConverter(A.NodeVisitor):
         accept continues with the rest of the calling state."""
         base = call.target[1]
         if isinstance(base, A.Name) and isinstance(base.decl, A.ParserDecl):
-            inst = ObjRef("parser", f"{env.prefix}.{base.decl.name}" if env.prefix
-                          else base.decl.name, base.decl)
+            inst = R.ObjRef("parser", f"{env.prefix}.{base.decl.name}" if env.prefix
+                            else base.decl.name, base.decl)
         else:
             inst = self.exprs.ref(base, env)
-        if not isinstance(inst, ObjRef) or inst.kind != "parser":
+        if not isinstance(inst, R.ObjRef) or inst.kind != "parser":
             raise unsupported(call.loc, "applying this parser")
         decl: A.ParserDecl = inst.decl
         inner = Env(self.ctx.globals_env, prefix=inst.name)
@@ -203,23 +190,16 @@ class ParserConverter(A.NodeVisitor):
         for x in s.stmts:
             self.parser_stmt(x, Env(env), ops)
 
-    def visit_Assign(self, s: A.Assign, env: Env, ops: list[Json]) -> None:
-        if isinstance(s.lhs, A.Slice):
-            dst, value = self.stmts.slice_assign(s.lhs, s.rhs, env)
-            ops.append({"op": "set", "parameters": [dst, as_param(value)]})
-        else:
-            self.parser_assign(self.exprs.ref(s.lhs, env), s.rhs, env, ops, s)
+    def assign_slice(self, s: A.Assign, env: Env, out: list[Json]) -> None:
+        dst, value = self.stmts.slice_assign(s.lhs, s.rhs, env)  # type: ignore[arg-type]
+        out.append({"op": "set", "parameters": [dst, R.as_param(value)]})
 
-    def visit_VarDecl(self, s: A.VarDecl, env: Env, ops: list[Json]) -> None:
-        r = self.storage.declare_local(s, env)
-        if s.init is not None:
-            self.parser_assign(r, s.init, env, ops, s)
+    def assign_value(self, dst: R.Ref, rhs: A.Expr, env: Env, out: list[Json], node: Any
+                     ) -> None:
+        self.parser_assign(dst, rhs, env, out, node)
 
-    def visit_CallStmt(self, s: A.CallStmt, env: Env, ops: list[Json]) -> None:
-        self.parser_call(s.call, env, ops)
-
-    def visit_EmptyStmt(self, s: A.EmptyStmt, env: Env, ops: list[Json]) -> None:
-        pass
+    def lower_call(self, c: A.Call, env: Env, out: list[Json]) -> None:
+        self.parser_call(c, env, out)
 
     def lookahead_of(self, e: A.Expr) -> Json | None:
         """`pkt.lookahead<T>()` (or a field/slice of it) as a BMv2 lookahead operand."""
@@ -248,15 +228,15 @@ class ParserConverter(A.NodeVisitor):
             return {"type": "lookahead", "value": [0, T.bit_width(e.type)]}
         return None
 
-    def parser_assign(self, dst: Ref | None, rhs: A.Expr, env: Env, ops: list[Json],
+    def parser_assign(self, dst: R.Ref | None, rhs: A.Expr, env: Env, ops: list[Json],
                       node: Any) -> None:
         assert dst is not None
         la = self.lookahead_of(rhs)
-        if la is not None and isinstance(dst, FieldRef):
+        if la is not None and isinstance(dst, R.FieldRef):
             ops.append({"op": "set", "parameters": [dst.json(), la]})
             return
-        if isinstance(dst, FieldRef) and not isinstance(dst.type, T.VarbitT):
-            value = as_param(self.exprs.data(rhs, env))
+        if isinstance(dst, R.FieldRef) and not isinstance(dst.type, T.VarbitT):
+            value = R.as_param(self.exprs.data(rhs, env))
             ops.append({"op": "set", "parameters": [dst.json(), value]})
             return
         prims: list[Json] = []
@@ -271,7 +251,7 @@ class ParserConverter(A.NodeVisitor):
         tgt = c.target
         if tgt[0] == "method":
             inst = self.exprs.ref(tgt[1], env)
-            if isinstance(inst, ObjRef) and inst.kind == "packet_in":
+            if isinstance(inst, R.ObjRef) and inst.kind == "packet_in":
                 name = tgt[2].name
                 if name == "extract":
                     arg = c.args[0].expr
@@ -280,7 +260,7 @@ class ParserConverter(A.NodeVisitor):
                         if skipped is None:
                             raise CompileError(c.loc, "extract(_) needs a type argument")
                         ops.append({"op": "advance", "parameters": [
-                            hexstr(T.bit_width(skipped), 32)]})
+                            R.hexstr(T.bit_width(skipped), 32)]})
                         return
                     p = self.extract_target(arg, env)
                     if len(c.args) == 2:
@@ -288,14 +268,16 @@ class ParserConverter(A.NodeVisitor):
                         assert n is not None
                         # BMv2 wants an expression parameter: a typed node wrapped once more,
                         # here always an operation (which p4sim's switch reads too)
-                        length = as_param(mk("&", self.exprs.data(n, env), hexstr(0xFFFFFFFF, 32)))
+                        length = R.as_param(R.expr("&", self.exprs.data(n, env),
+                                                   R.hexstr(0xFFFFFFFF, 32)))
                         ops.append({"op": "extract_VL", "parameters": [p, length]})
                     else:
                         ops.append({"op": "extract", "parameters": [p]})
                 elif name == "advance":
                     n = c.args[0].expr
                     assert n is not None
-                    ops.append({"op": "advance", "parameters": [as_param(self.exprs.data(n, env))]})
+                    length = R.as_param(self.exprs.data(n, env))
+                    ops.append({"op": "advance", "parameters": [length]})
                 elif name == "lookahead":
                     # value unused, but BMv2 still checks the packet is long enough
                     # (PacketTooShort): read it into a temporary
@@ -325,17 +307,17 @@ class ParserConverter(A.NodeVisitor):
         if isinstance(nxt, A.Member) and nxt.name == "next" and isinstance(nxt.expr.type,
                                                                             T.StackT):
             ust = self.exprs.ref(nxt.expr, env)  # `u.next.member` of a header union stack
-            if isinstance(ust, UnionStackRef):
+            if isinstance(ust, R.UnionStackRef):
                 return {"type": "union_stack", "value": [ust.name, arg.name]}
         if isinstance(arg, A.Member) and arg.name == "next" and isinstance(arg.expr.type,
                                                                              T.StackT):
             st = self.exprs.ref(arg.expr, env)
-            assert isinstance(st, StackRef)
+            assert isinstance(st, R.StackRef)
             return {"type": "stack", "value": st.name}
         r = self.exprs.ref(arg, env)
-        if isinstance(r, HeaderRef):
+        if isinstance(r, R.HeaderRef):
             return {"type": "regular", "value": r.name}
-        if isinstance(r, DynElemRef):
+        if isinstance(r, R.DynElemRef):
             raise unsupported(arg.loc, "extract into a stack element with a run-time index")
         raise CompileError(arg.loc, "extract needs a header")
 
@@ -404,7 +386,7 @@ class ParserConverter(A.NodeVisitor):
         if isinstance(inner, A.Member) and inner.type != T.BOOL and not isinstance(
                 inner.expr.type, T.ObjT):
             r = self.exprs.ref(inner, env)
-            if isinstance(r, FieldRef):
+            if isinstance(r, R.FieldRef):
                 w = T.bit_width(inner.type)
                 return r.json(), (w + 7) // 8, shift, smask
             if isinstance(inner.expr, A.Member) and inner.expr.name == "last":
@@ -413,7 +395,7 @@ class ParserConverter(A.NodeVisitor):
                 return {"type": "stack_field", "value": [st.name, inner.name]}, (w + 7) // 8, \
                     shift, smask
         tmp = self.storage.alloc_temp(bits, env)
-        ops.append({"op": "set", "parameters": [tmp.json(), as_param(self.exprs.data(e, env))]})
+        ops.append({"op": "set", "parameters": [tmp.json(), R.as_param(self.exprs.data(e, env))]})
         return tmp.json(), (bits + 7) // 8, 0, -1
 
     def key_choices(self, it: A.Expr, lay: tuple[int, int, int]) -> list[tuple[int, int, bool]]:

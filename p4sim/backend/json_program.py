@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from p4sim.backend import refs as R
 from p4sim.backend.action_registry import ActionRegistry
 from p4sim.backend.context import LoweringContext
 from p4sim.backend.json_actions import StatementConverter
@@ -19,13 +20,7 @@ from p4sim.backend.json_parser import ParserConverter
 from p4sim.backend.json_tables import TableConverter
 from p4sim.backend.model import ActionModel, ControlPlaneModel, InstanceModel, TableModel
 from p4sim.backend.naming import qualify
-from p4sim.backend.refs import (
-    FieldRef,
-    Json,
-    ObjRef,
-    Ref,
-    StructRef,
-)
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
@@ -126,8 +121,8 @@ class ProgramBuilder:
         smt = parser.params[3].rtype
         storage.header_type(smt, "standard_metadata", metadata=True)
         storage.add_header("standard_metadata", "standard_metadata", True)
-        std = StructRef({f: FieldRef("standard_metadata", f, ft)
-                         for f, ft in smt.fields.items()}, smt)
+        std = R.StructRef({f: R.FieldRef("standard_metadata", f, ft)
+                           for f, ft in smt.fields.items()}, smt)
         if not isinstance(htype, T.StructT) or htype.kind != "struct":
             raise CompileError(parser.params[1].loc, "the headers type must be a struct")
         hdrs = storage.layout(htype, "", None)
@@ -144,7 +139,7 @@ class ProgramBuilder:
         for p in decl.params:
             t = p.rtype
             if isinstance(t, T.ObjT):
-                env.bind(p, ObjRef(t.decl.name, p.name, t.decl))
+                env.bind(p, R.ObjRef(t.decl.name, p.name, t.decl))
             elif t is htype or (isinstance(t, T.StructT) and t.name == htype.name):
                 env.bind(p, hdrs)
             elif isinstance(t, T.StructT) and t.name == smt.name:
@@ -211,17 +206,17 @@ class ProgramBuilder:
                                 and A.anno(d.annos, "controller_header")],
             digests=dict(self.externs.digests), value_sets=list(self.parsers.value_sets))
 
-    def collect_field_lists(self, mtype: T.StructT, meta: Ref) -> list[tuple[Json, set[int]]]:
+    def collect_field_lists(self, mtype: T.StructT, meta: R.Ref) -> list[tuple[Json, set[int]]]:
         out: list[tuple[Json, set[int]]] = []
 
-        def walk(t: T.StructT, r: Ref) -> None:
-            if not isinstance(r, StructRef) or t.decl is None:
+        def walk(t: T.StructT, r: R.Ref) -> None:
+            if not isinstance(r, R.StructRef) or t.decl is None:
                 return
             for fd in t.decl.fields:
                 sub = r.fields[fd.name]
                 a = A.anno(fd.annos, "field_list")
                 ft = t.fields[fd.name]
-                if a is not None and isinstance(sub, FieldRef):
+                if a is not None and isinstance(sub, R.FieldRef):
                     out.append((sub.json(), {int(x) for x in a.args if isinstance(x, int)}))
                 if isinstance(ft, T.StructT) and ft.kind == "struct":
                     walk(ft, sub)

@@ -6,16 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from p4sim.backend import refs as R
 from p4sim.backend.json_expr import Env
 from p4sim.backend.naming import expr_text
-from p4sim.backend.refs import (
-    FieldRef,
-    HeaderRef,
-    Json,
-    ObjRef,
-    hex_padded,
-    prim,
-)
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
@@ -41,13 +35,13 @@ class TableConverter:
         self.hidden_tables: set[str] = set()  # tables p4sim made up (P4Info leaves them out)
 
     # ---- tables -------------------------------------------------------------------------------
-    def ref_table(self, call: A.Call, env: Env) -> ObjRef:
+    def ref_table(self, call: A.Call, env: Env) -> R.ObjRef:
         base = call.func.expr  # type: ignore[attr-defined]
         r = self.exprs.ref(base, env)
-        assert isinstance(r, ObjRef)
+        assert isinstance(r, R.ObjRef)
         return r
 
-    def table_action(self, act: A.ActionDecl, acall: A.Call | None, tref: ObjRef,
+    def table_action(self, act: A.ActionDecl, acall: A.Call | None, tref: R.ObjRef,
                      env: Env) -> tuple[str, int]:
         aenv = self.actions.env_of(act, env)
         bound: list[Any] = []
@@ -84,7 +78,7 @@ class TableConverter:
             j["support_timeout"] = bool(props["support_timeout"].value.const)
         if "implementation" in props:
             prof = self.exprs.ref(props["implementation"].value, env)
-            assert isinstance(prof, ObjRef)
+            assert isinstance(prof, R.ObjRef)
             self.externs.add_action_profile(prof, selector_inputs, t)
             j["type"] = "indirect_ws" if prof.decl.name == "action_selector" else "indirect"
             j["action_profile"] = prof.name
@@ -93,12 +87,12 @@ class TableConverter:
                                " implementation")
         if "counters" in props:
             cref = self.exprs.ref(props["counters"].value, env)
-            assert isinstance(cref, ObjRef)
+            assert isinstance(cref, R.ObjRef)
             self.externs.bind_direct(cref, tref.name, j)
             j["with_counters"] = True
         if "meters" in props:
             mref = self.exprs.ref(props["meters"].value, env)
-            assert isinstance(mref, ObjRef)
+            assert isinstance(mref, R.ObjRef)
             self.externs.bind_direct(mref, tref.name, j)
             j["direct_meters"] = mref.name
         dact, dcall, dconst = t.default
@@ -106,7 +100,7 @@ class TableConverter:
         __, daid = did.get(dact) or self.table_action(dact, dcall, tref, env)
         data = []
         if dcall is not None:
-            data = [hex_padded(self.exprs.const_int_of(a.expr), T.bit_width(p.rtype))
+            data = [R.hex_padded(self.exprs.const_int_of(a.expr), T.bit_width(p.rtype))
                     for a, p in zip(dcall.args, dact.params) if not p.direction]
         if j["type"] == "simple":
             j["default_entry"] = {"action_id": daid, "action_const": bool(dconst),
@@ -149,22 +143,22 @@ class TableConverter:
             if isinstance(e, A.Binary) and e.op == "&" and isinstance(
                     e.right.const, int) and isinstance(e.left, A.Member):
                 # `field & constant`: BMv2 applies the constant as the key's mask
-                mask = hex_padded(e.right.const, T.bit_width(e.left.type))
+                mask = R.hex_padded(e.right.const, T.bit_width(e.left.type))
                 e = e.left
             # a slice key is computed into a temporary (as p4c does), so the key's value is
             # the slice itself, not the field under a mask
             valid_of = (self.exprs.ref(e.target[2], env) if isinstance(e, A.Call) and e.target
                         and e.target[:2] == ("builtin", "isValid") else None)
-            if isinstance(valid_of, HeaderRef):
+            if isinstance(valid_of, R.HeaderRef):
                 target: Json = {"type": "field", "value": [valid_of.name, "$valid$"]}
             else:
                 r = self.exprs.ref(e, env) if isinstance(e, (A.Name, A.Member, A.Index)) else None
-                if not isinstance(r, FieldRef):
+                if not isinstance(r, R.FieldRef):
                     if mask is not None:  # the slice's base is itself computed
                         e, mask = k.expr, None
                     tmp = self.storage.alloc_temp(T.bit_width(e.type), env, "key")
-                    pre.append(prim("assign", [tmp.json(), self.exprs.data(e, env)], k,
-                                    self.ctx.source_info))
+                    pre.append(R.prim("assign", [tmp.json(), self.exprs.data(e, env)], k,
+                                      self.ctx.source_info))
                     r = tmp
                 target = r.json()
             if k.match_kind == "selector":
@@ -193,7 +187,7 @@ class TableConverter:
             _aname, aid = did[act]
             data = []
             if isinstance(ent.action, A.Call):
-                data = [hex_padded(self.exprs.const_int_of(a.expr), T.bit_width(p.rtype))
+                data = [R.hex_padded(self.exprs.const_int_of(a.expr), T.bit_width(p.rtype))
                         for a, p in zip(ent.action.args, act.params) if not p.direction]
             prio = (top + 1 - ent.prio if ent.prio is not None else
                     ent.raw_prio if ent.raw_prio is not None else i + 1)
@@ -221,15 +215,16 @@ def entry_key(kv: A.Expr, k: A.KeyElement) -> Json:
         return v & full
 
     if mkind == "exact":
-        return {"match_type": "exact", "key": hex_padded(val(kv), w)}
+        return {"match_type": "exact", "key": R.hex_padded(val(kv), w)}
     if mkind == "range":
         if isinstance(kv, A.DefaultExpr):
-            return {"match_type": "range", "start": hex_padded(0, w), "end": hex_padded(full, w)}
+            return {"match_type": "range", "start": R.hex_padded(0, w),
+                    "end": R.hex_padded(full, w)}
         if isinstance(kv, A.Binary) and kv.op == "..":
-            return {"match_type": "range", "start": hex_padded(val(kv.left), w),
-                    "end": hex_padded(val(kv.right), w)}
-        return {"match_type": "range", "start": hex_padded(val(kv), w),
-                "end": hex_padded(val(kv), w)}
+            return {"match_type": "range", "start": R.hex_padded(val(kv.left), w),
+                    "end": R.hex_padded(val(kv.right), w)}
+        return {"match_type": "range", "start": R.hex_padded(val(kv), w),
+                "end": R.hex_padded(val(kv), w)}
     if isinstance(kv, A.DefaultExpr):
         value, mask = 0, 0
     elif isinstance(kv, A.Binary) and kv.op == "&&&":
@@ -240,8 +235,8 @@ def entry_key(kv: A.Expr, k: A.KeyElement) -> Json:
         plen = bin(mask).count("1")
         if mask != ((full >> (w - plen)) << (w - plen) if plen else 0):
             raise CompileError(kv.loc, "lpm entry mask must be a prefix")
-        return {"match_type": "lpm", "key": hex_padded(value & mask, w), "prefix_length": plen}
+        return {"match_type": "lpm", "key": R.hex_padded(value & mask, w), "prefix_length": plen}
     # an optional key's entry is a ternary one (p4c's JSON): `_` is mask 0, a value mask ~0
     return {"match_type": "ternary" if mkind in ("ternary", "optional") else mkind,
-            "key": hex_padded(value & mask, w), "mask": hex_padded(mask, w)}
+            "key": R.hex_padded(value & mask, w), "mask": R.hex_padded(mask, w)}
 

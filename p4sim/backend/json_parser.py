@@ -53,22 +53,31 @@ class ParserConverter(StraightLineStatements):
         self.state_rename: list[dict[str, str]] = []  # per sub-parser inlined: its states
         self.applied_parsers: set[Any] = set()
 
-    def lower_parser(self, decl: A.ParserDecl, env: Env) -> Json:
+    def bind_locals(self, decl: A.ParserDecl, env: Env, sub_parser: bool) -> None:
+        """A parser's variables, extern instances and value sets (not in a sub-parser)."""
         for d in decl.locals:
             if isinstance(d, A.VarDecl) and not d.const:
-                env.bind(d, self.storage.alloc_local(d, env))
+                self.storage.declare_local(d, env)
             elif isinstance(d, A.Instance):
                 env.bind(d, self.externs.register_instance(d, env.prefix))
             elif isinstance(d, A.ValueSetDecl):
-                name = f"{env.prefix}.{d.name}" if env.prefix else d.name
-                a = A.anno(d.annos, "name")
-                if a and a.args:
-                    name = str(a.args[0]).lstrip(".")
-                width = T.bit_width(d.relem)
-                self.value_sets.append((name, d))
-                self.parse_vsets.append({"name": name, "id": len(self.parse_vsets),
-                                         "compressed_bitwidth": width, "max_size": d.rsize})
-                env.bind(d, R.ObjRef("value_set", name, d))
+                if sub_parser:
+                    raise unsupported(d.loc, "value_set in a sub-parser")
+                self.add_value_set(d, env)
+
+    def add_value_set(self, d: A.ValueSetDecl, env: Env) -> None:
+        name = f"{env.prefix}.{d.name}" if env.prefix else d.name
+        a = A.anno(d.annos, "name")
+        if a and a.args:
+            name = str(a.args[0]).lstrip(".")
+        width = T.bit_width(d.relem)
+        self.value_sets.append((name, d))
+        self.parse_vsets.append({"name": name, "id": len(self.parse_vsets),
+                                 "compressed_bitwidth": width, "max_size": d.rsize})
+        env.bind(d, R.ObjRef("value_set", name, d))
+
+    def lower_parser(self, decl: A.ParserDecl, env: Env) -> Json:
+        self.bind_locals(decl, env, sub_parser=False)
         states: list[Json] = []
         need_reject = False
         self.state_names = {st.name for st in decl.states} | {"accept", "reject"}
@@ -150,13 +159,7 @@ class ParserConverter(StraightLineStatements):
             assert a.expr is not None
             r = self.exprs.ref(a.expr, env)
             inner.bind(p, r)
-        for d in decl.locals:
-            if isinstance(d, A.VarDecl) and not d.const:
-                inner.bind(d, self.storage.alloc_local(d, inner))
-            elif isinstance(d, A.Instance):
-                inner.bind(d, self.externs.register_instance(d, inner.prefix))
-            elif isinstance(d, A.ValueSetDecl):
-                raise unsupported(d.loc, "value_set in a sub-parser")
+        self.bind_locals(decl, inner, sub_parser=True)
         local = inst.name.split(".")[-1]
         join = self.new_state(f"{name}_after_{local}")
         rename = {s.name: self.new_state(f"{local}_{s.name}") for s in decl.states}

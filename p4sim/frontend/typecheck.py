@@ -18,6 +18,12 @@ from p4sim.frontend.typecheck_stmt import StmtChecker
 
 MAX_WIDTH = 2048  # widest bit<W> accepted, as a sanity limit for BMv2 and for memory
 
+# the declarations checked by their visit_ methods, at top level and in a parser or control
+_TOP_LEVEL = (A.HeaderDecl, A.EnumDecl, A.ErrorDecl, A.MatchKindDecl, A.TypedefDecl, A.VarDecl,
+              A.ExternDecl, A.FunctionDecl, A.ActionDecl, A.ParserDecl, A.ControlDecl,
+              A.PackageDecl)
+_LOCAL = (A.VarDecl, A.Instance, A.ActionDecl, A.TableDecl, A.ValueSetDecl)
+
 
 class Scope:
     def __init__(self, parent: Scope | None = None, kind: str = "block") -> None:
@@ -136,55 +142,8 @@ class Checker(ExprChecker, StmtChecker, PackageChecker):
             raise CompileError(None, "program has no 'main' package instance")
 
     def check_decl(self, d: A.Node) -> None:
-        if isinstance(d, A.HeaderDecl):
-            self.check_header(d)
-        elif isinstance(d, A.EnumDecl):
-            self.check_enum(d)
-        elif isinstance(d, A.ErrorDecl):
-            for name, loc in d.members:
-                if name in self.error_members:
-                    raise CompileError(loc, f"duplicate declaration of error.{name}")
-                self.error_members.append(name)
-            self.globals.names.setdefault("error", "error")
-        elif isinstance(d, A.MatchKindDecl):
-            for name, loc in d.members:
-                if name in self.match_kinds:
-                    raise CompileError(loc, f"duplicate declaration of '{name}'")
-                self.match_kinds.add(name)
-                self.declare(name, ("match_kind", name), loc)
-        elif isinstance(d, A.TypedefDecl):
-            d.rtype = self.resolve_type(d.type_syntax)
-            if d.newtype:
-                if not isinstance(d.rtype, (T.BitT, T.NewT)) and d.rtype != T.BOOL:
-                    raise CompileError(d.type_syntax.loc, f"type {d.name} must be based on"
-                                       f" bit<W>, int<W>, bool or another type, not {d.rtype}")
-                d.rtype = T.NewT(d.name, d.rtype)
-            self.declare(d.name, d, d.loc)
-        elif isinstance(d, A.VarDecl):
-            self.check_var_decl(d)
-        elif isinstance(d, A.ExternDecl):
-            self.declare(d.name, d, d.loc)
-        elif isinstance(d, A.FunctionDecl):
-            self.check_function(d)
-        elif isinstance(d, A.ActionDecl):
-            self.declare(d.name, d, d.loc)
-            self.check_action(d)
-        elif isinstance(d, (A.ParserDecl, A.ControlDecl)):
-            self.declare(d.name, d, d.loc)
-            if d.is_type:  # a prototype: its parameter types are still needed for calls
-                self.push("call")
-                for tp in d.type_params:
-                    self.scope.names[tp] = T.TypeVar(tp, id(d))
-                for p in d.params:
-                    p.rtype = self.resolve_type(p.type_syntax)
-                self.pop()
-            elif isinstance(d, A.ParserDecl):
-                self.check_parser(d)
-            else:
-                self.check_control(d)
-        elif isinstance(d, A.PackageDecl):
-            self.declare(d.name, d, d.loc)
-        elif isinstance(d, A.Instance):
+        """A top-level declaration."""
+        if isinstance(d, A.Instance):
             self.check_instance(d)
             if d.rtype.kind in ("parser", "control"):
                 raise CompileError(d.loc, f"{d.name}: a {d.rtype.kind} cannot be instantiated"
@@ -193,8 +152,75 @@ class Checker(ExprChecker, StmtChecker, PackageChecker):
                 self.main = d
         elif isinstance(d, A.ValueSetDecl):
             raise unsupported(d.loc, "value_set at top level")
+        elif isinstance(d, _TOP_LEVEL):
+            self.visit(d)
         else:
             raise unsupported(d.loc, type(d).__name__)
+
+    def visit_HeaderDecl(self, d: A.HeaderDecl) -> None:
+        self.check_header(d)
+
+    def visit_EnumDecl(self, d: A.EnumDecl) -> None:
+        self.check_enum(d)
+
+    def visit_ErrorDecl(self, d: A.ErrorDecl) -> None:
+        for name, loc in d.members:
+            if name in self.error_members:
+                raise CompileError(loc, f"duplicate declaration of error.{name}")
+            self.error_members.append(name)
+        self.globals.names.setdefault("error", "error")
+
+    def visit_MatchKindDecl(self, d: A.MatchKindDecl) -> None:
+        for name, loc in d.members:
+            if name in self.match_kinds:
+                raise CompileError(loc, f"duplicate declaration of '{name}'")
+            self.match_kinds.add(name)
+            self.declare(name, ("match_kind", name), loc)
+
+    def visit_TypedefDecl(self, d: A.TypedefDecl) -> None:
+        d.rtype = self.resolve_type(d.type_syntax)
+        if d.newtype:
+            if not isinstance(d.rtype, (T.BitT, T.NewT)) and d.rtype != T.BOOL:
+                raise CompileError(d.type_syntax.loc, f"type {d.name} must be based on"
+                                   f" bit<W>, int<W>, bool or another type, not {d.rtype}")
+            d.rtype = T.NewT(d.name, d.rtype)
+        self.declare(d.name, d, d.loc)
+
+    def visit_ExternDecl(self, d: A.ExternDecl) -> None:
+        self.declare(d.name, d, d.loc)
+
+    def visit_PackageDecl(self, d: A.PackageDecl) -> None:
+        self.declare(d.name, d, d.loc)
+
+    def visit_FunctionDecl(self, d: A.FunctionDecl) -> None:
+        self.check_function(d)
+
+    def visit_ActionDecl(self, d: A.ActionDecl) -> None:
+        self.declare(d.name, d, d.loc)
+        self.check_action(d)
+
+    def visit_ParserDecl(self, d: A.ParserDecl) -> None:
+        self.declare(d.name, d, d.loc)
+        if d.is_type:
+            self.check_prototype(d)
+        else:
+            self.check_parser(d)
+
+    def visit_ControlDecl(self, d: A.ControlDecl) -> None:
+        self.declare(d.name, d, d.loc)
+        if d.is_type:
+            self.check_prototype(d)
+        else:
+            self.check_control(d)
+
+    def check_prototype(self, d: A.ParserDecl | A.ControlDecl) -> None:
+        """A parser or control type: its parameter types are still needed for calls."""
+        self.push("call")
+        for tp in d.type_params:
+            self.scope.names[tp] = T.TypeVar(tp, id(d))
+        for p in d.params:
+            p.rtype = self.resolve_type(p.type_syntax)
+        self.pop()
 
     def check_header(self, d: A.HeaderDecl) -> None:
         st = T.StructT(d.kind, d.name, {}, d, d.annos)
@@ -381,22 +407,22 @@ class Checker(ExprChecker, StmtChecker, PackageChecker):
             raise CompileError(it.loc, "keyset value must be a compile-time constant")
 
     def check_local(self, d: A.Node) -> None:
-        if isinstance(d, A.VarDecl):
-            self.check_var_decl(d)
-        elif isinstance(d, A.Instance):
-            self.check_instance(d)
-        elif isinstance(d, A.ActionDecl):
-            self.declare(d.name, d, d.loc)
-            self.check_action(d)
-        elif isinstance(d, A.TableDecl):
-            self.declare(d.name, d, d.loc)
-            self.check_table(d)
-        elif isinstance(d, A.ValueSetDecl):
-            d.relem = self.resolve_type(d.elem)
-            d.rsize = self.const_int(d.size, "a value_set size")
-            self.declare(d.name, d, d.loc)
-        else:
+        """A declaration inside a parser or control."""
+        if not isinstance(d, _LOCAL):
             raise unsupported(d.loc, f"{type(d).__name__} inside a parser or control")
+        self.visit(d)
+
+    def visit_Instance(self, d: A.Instance) -> None:
+        self.check_instance(d)
+
+    def visit_TableDecl(self, d: A.TableDecl) -> None:
+        self.declare(d.name, d, d.loc)
+        self.check_table(d)
+
+    def visit_ValueSetDecl(self, d: A.ValueSetDecl) -> None:
+        d.relem = self.resolve_type(d.elem)
+        d.rsize = self.const_int(d.size, "a value_set size")
+        self.declare(d.name, d, d.loc)
 
     def check_control(self, d: A.ControlDecl) -> None:
         self.enter_block(d, "control")

@@ -88,12 +88,9 @@ class StatementConverter(StraightLineStatements):
         # Functions called inside the statement put their bodies just before it.
         self.calls.pre_prims.append(out)
         try:
-            self.lower_stmt(s, env, out)
+            self.visit(s, env, out)
         finally:
             self.calls.pre_prims.pop()
-
-    def lower_stmt(self, s: A.Stmt, env: Env, out: list[Json]) -> None:
-        self.visit(s, env, out)
 
     def generic_visit(self, node: A.Node, *args: Any) -> None:
         raise unsupported(node.loc, f"statement {type(node).__name__} in an action")

@@ -113,7 +113,7 @@ class ParserConverter(StraightLineStatements):
                 self.inline_subparser(name, s.call, stmts[i + 1:], st, goto, env, ops, states)
                 return
             if not isinstance(s, A.If):
-                self.parser_stmt(s, env, ops)
+                self.visit(s, env, ops)
                 continue
             join = self.new_state(f"{name}_join")
             then_s, else_s = self.new_state(f"{name}_true"), self.new_state(f"{name}_false")
@@ -183,15 +183,12 @@ class ParserConverter(StraightLineStatements):
     def new_state(self, base: str) -> str:
         return unique(base, self.state_names)
 
-    def parser_stmt(self, s: A.Stmt, env: Env, ops: list[Json]) -> None:
-        self.visit(s, env, ops)
-
     def generic_visit(self, node: A.Node, *args: Any) -> None:
         raise unsupported(node.loc, f"statement {type(node).__name__} in a parser state")
 
     def visit_Block(self, s: A.Block, env: Env, ops: list[Json]) -> None:
         for x in s.stmts:
-            self.parser_stmt(x, Env(env), ops)
+            self.visit(x, Env(env), ops)
 
     def assign_slice(self, s: A.Assign, env: Env, out: list[Json]) -> None:
         dst, value = self.stmts.slice_assign(s.lhs, s.rhs, env)  # type: ignore[arg-type]

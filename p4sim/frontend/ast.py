@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any, dataclass_transform
+from typing import Any, ClassVar, dataclass_transform
 
 from p4sim.frontend.errors import Loc
 
@@ -18,16 +18,25 @@ class Node:
 
     loc: Loc
 
+    # per class: the fields that can hold nodes (walked once per node, so found once here)
+    _child_fields: ClassVar[tuple[str, ...]] = ()
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         dataclass(eq=False)(cls)
+        cls._child_fields = tuple(f.name for f in fields(cls)
+                                  if f.name != "loc" and f.type not in _LEAF_FIELD_TYPES)
 
     def children(self) -> Iterator[Node]:
         """The nodes directly under this one, in source order (fields holding nodes, lists of
         nodes and pairs containing nodes; types, declarations resolved by the checker and
         other annotations are not children)."""
-        for f in fields(self):
-            yield from _nodes_in(getattr(self, f.name))
+        for name in self._child_fields:
+            yield from _nodes_in(getattr(self, name))
+
+
+# field annotations (strings, as annotations are not evaluated) that never hold a node
+_LEAF_FIELD_TYPES = {"str", "int", "bool", "str | None", "int | None", "Loc"}
 
 
 def _nodes_in(value: Any) -> Iterator[Node]:

@@ -63,6 +63,8 @@ def _has_default(s: A.Switch) -> bool:
     return any(isinstance(label, A.DefaultExpr) for case in s.cases for label in case.labels)
 
 
-def check_table_paths(control: A.ControlDecl) -> None:
-    if control.body is not None:
+def check_table_paths(control: A.ControlDecl, applied: list[A.TableDecl]) -> None:
+    """`applied`: the tables the checker saw applied in the body, in any order (a table seen
+    twice may still be on exclusive paths; one seen once never needs the walk)."""
+    if control.body is not None and len({id(t) for t in applied}) < len(applied):
         TablePathCheck(control).visit(control.body)

@@ -48,6 +48,7 @@ class Checker(ExprChecker, StmtChecker, PackageChecker):
         self.error_type = T.ERROR
         self.match_kinds: set[str] = set()
         self.ctx: list[Any] = []  # enclosing parser/control/action/function decls
+        self.tables_applied: list[A.TableDecl] = []  # in the control being checked
         self.program: A.Program | None = None
         self.main: A.Instance | None = None
         # What p4c only warns about (a constant that does not fit its type, wrapped to it),
@@ -427,8 +428,9 @@ class Checker(ExprChecker, StmtChecker, PackageChecker):
     def check_control(self, d: A.ControlDecl) -> None:
         self.enter_block(d, "control")
         assert d.body is not None
+        self.tables_applied = []
         self.check_block(d.body)
-        check_table_paths(d)
+        check_table_paths(d, self.tables_applied)
         self.ctx.pop()
         self.pop()
 

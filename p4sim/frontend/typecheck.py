@@ -187,35 +187,27 @@ class Checker(ExprChecker, StmtChecker, PackageChecker):
             d.rtype = T.NewT(d.name, d.rtype)
         self.declare(d.name, d, d.loc)
 
-    def visit_ExternDecl(self, d: A.ExternDecl) -> None:
+    def declare_decl(self, d: A.ExternDecl | A.PackageDecl) -> None:
         self.declare(d.name, d, d.loc)
 
-    def visit_PackageDecl(self, d: A.PackageDecl) -> None:
-        self.declare(d.name, d, d.loc)
+    visit_ExternDecl = visit_PackageDecl = declare_decl
 
     def visit_FunctionDecl(self, d: A.FunctionDecl) -> None:
         self.check_function(d)
 
-    def visit_ActionDecl(self, d: A.ActionDecl) -> None:
-        self.declare(d.name, d, d.loc)
-        self.check_action(d)
-
     def visit_ParserDecl(self, d: A.ParserDecl) -> None:
-        self.declare(d.name, d, d.loc)
-        if d.is_type:
-            self.check_prototype(d)
-        else:
-            self.check_parser(d)
+        self.check_block_decl(d, self.check_parser)
 
     def visit_ControlDecl(self, d: A.ControlDecl) -> None:
-        self.declare(d.name, d, d.loc)
-        if d.is_type:
-            self.check_prototype(d)
-        else:
-            self.check_control(d)
+        self.check_block_decl(d, self.check_control)
 
-    def check_prototype(self, d: A.ParserDecl | A.ControlDecl) -> None:
-        """A parser or control type: its parameter types are still needed for calls."""
+    def check_block_decl(self, d: Any, check: Any) -> None:
+        """A parser or control, checked by `check`; a parser or control type (a prototype)
+        only has its parameter types resolved, which calls still need."""
+        self.declare(d.name, d, d.loc)
+        if not d.is_type:
+            check(d)
+            return
         self.push("call")
         for tp in d.type_params:
             self.scope.names[tp] = T.TypeVar(tp, id(d))
@@ -301,7 +293,8 @@ class Checker(ExprChecker, StmtChecker, PackageChecker):
                 self.check_expr(p.default, p.rtype)
             self.declare(p.name, p, p.loc)
 
-    def check_action(self, d: A.ActionDecl) -> None:
+    def visit_ActionDecl(self, d: A.ActionDecl) -> None:
+        self.declare(d.name, d, d.loc)
         self.push("action")
         seen_data = False
         for p in d.params:
@@ -415,10 +408,6 @@ class Checker(ExprChecker, StmtChecker, PackageChecker):
 
     def visit_Instance(self, d: A.Instance) -> None:
         self.check_instance(d)
-
-    def visit_TableDecl(self, d: A.TableDecl) -> None:
-        self.declare(d.name, d, d.loc)
-        self.check_table(d)
 
     def visit_ValueSetDecl(self, d: A.ValueSetDecl) -> None:
         d.relem = self.resolve_type(d.elem)

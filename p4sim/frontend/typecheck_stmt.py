@@ -172,7 +172,8 @@ class StmtChecker:
         s.kind = "value"
 
     # ---- tables -------------------------------------------------------------------------------
-    def check_table(self, t: A.TableDecl) -> None:
+    def visit_TableDecl(self, t: A.TableDecl) -> None:
+        self.declare(t.name, t, t.loc)
         props: dict[str, A.TableProperty] = {}
         for p in t.props:
             if p.name in props:

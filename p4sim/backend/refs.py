@@ -4,7 +4,7 @@ those, action data, an extern instance), plus JSON value helpers."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from p4sim.frontend import types as T
 
@@ -81,22 +81,28 @@ class FieldRef(Ref):
 
 
 @dataclass
-class HeaderRef(Ref):
+class NamedRef(Ref):
+    """Storage BMv2 names as a whole: its JSON is the kind and the name."""
+
     name: str
-    type: T.StructT
+    type: Any  # each kind narrows it: a struct type for headers and unions, a stack type
+    json_kind: ClassVar[str] = ""
 
     def json(self) -> Json:
-        return {"type": "header", "value": self.name}
+        return {"type": self.json_kind, "value": self.name}
 
 
 @dataclass
-class StackRef(Ref):
-    name: str
+class HeaderRef(NamedRef):
+    type: T.StructT
+    json_kind: ClassVar[str] = "header"
+
+
+@dataclass
+class StackRef(NamedRef):
     type: T.StackT
     elems: list[str]
-
-    def json(self) -> Json:
-        return {"type": "header_stack", "value": self.name}
+    json_kind: ClassVar[str] = "header_stack"
 
 
 @dataclass
@@ -123,25 +129,19 @@ class DynFieldRef(Ref):
 
 
 @dataclass
-class UnionRef(Ref):
-    name: str
+class UnionRef(NamedRef):
     type: T.StructT
     members: dict[str, HeaderRef]
-
-    def json(self) -> Json:
-        return {"type": "header_union", "value": self.name}
+    json_kind: ClassVar[str] = "header_union"
 
 
 @dataclass
-class UnionStackRef(Ref):
+class UnionStackRef(NamedRef):
     """A stack of header unions (constant indices and `.next` in extract only)."""
 
-    name: str
     type: T.StackT
     unions: list[UnionRef]
-
-    def json(self) -> Json:
-        return {"type": "header_union_stack", "value": self.name}
+    json_kind: ClassVar[str] = "header_union_stack"
 
 
 @dataclass

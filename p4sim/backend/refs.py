@@ -4,7 +4,7 @@ those, action data, an extern instance), plus JSON value helpers."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from p4sim.frontend import types as T
 
@@ -66,6 +66,9 @@ def as_param(j: Json) -> Json:
     return j
 
 
+StorageType = TypeVar("StorageType", bound=T.Type)
+
+
 class Ref:
     type: T.Type
 
@@ -81,11 +84,11 @@ class FieldRef(Ref):
 
 
 @dataclass
-class NamedRef(Ref):
+class NamedRef(Ref, Generic[StorageType]):
     """Storage BMv2 names as a whole: its JSON is the kind and the name."""
 
     name: str
-    type: Any  # each kind narrows it: a struct type for headers and unions, a stack type
+    type: StorageType
     json_kind: ClassVar[str] = ""
 
     def json(self) -> Json:
@@ -93,14 +96,12 @@ class NamedRef(Ref):
 
 
 @dataclass
-class HeaderRef(NamedRef):
-    type: T.StructT
+class HeaderRef(NamedRef[T.StructT]):
     json_kind: ClassVar[str] = "header"
 
 
 @dataclass
-class StackRef(NamedRef):
-    type: T.StackT
+class StackRef(NamedRef[T.StackT]):
     elems: list[str]
     json_kind: ClassVar[str] = "header_stack"
 
@@ -129,17 +130,15 @@ class DynFieldRef(Ref):
 
 
 @dataclass
-class UnionRef(NamedRef):
-    type: T.StructT
+class UnionRef(NamedRef[T.StructT]):
     members: dict[str, HeaderRef]
     json_kind: ClassVar[str] = "header_union"
 
 
 @dataclass
-class UnionStackRef(NamedRef):
+class UnionStackRef(NamedRef[T.StackT]):
     """A stack of header unions (constant indices and `.next` in extract only)."""
 
-    type: T.StackT
     unions: list[UnionRef]
     json_kind: ClassVar[str] = "header_union_stack"
 

@@ -165,7 +165,8 @@ class ExprConverter(A.NodeVisitor):
                 raise unsupported(e.loc, f"'.{e.name}' of a table apply outside an if"
                                   " condition")
             return self.leaf_json(self.ref(e, env), e)
-        return self.visit(e, env)
+        kind = type(e)  # self.visit(e, env), without its frame: this runs for every node
+        return (self._dispatch.get(kind) or self.method_for(kind))(self, e, env)
 
     def generic_visit(self, node: A.Node, *args: Any) -> Any:
         raise unsupported(node.loc, f"expression {type(node).__name__} here")

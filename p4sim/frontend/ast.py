@@ -66,11 +66,16 @@ class NodeVisitor:
 
     def visit(self, node: Node, *args: Any) -> Any:
         kind = type(node)
-        method = self._dispatch.get(kind)
-        if method is None:
-            method = getattr(type(self), "visit_" + kind.__name__, type(self).generic_visit)
-            self._dispatch[kind] = method
+        method = self._dispatch.get(kind) or self.method_for(kind)
         return method(self, node, *args)
+
+    @classmethod
+    def method_for(cls, kind: type) -> Any:
+        """The function `visit` calls for nodes of class `kind` (a hot caller may look it up
+        in `_dispatch` itself, saving a call per node)."""
+        method = getattr(cls, "visit_" + kind.__name__, cls.generic_visit)
+        cls._dispatch[kind] = method
+        return method
 
     def generic_visit(self, node: Node, *args: Any) -> Any:
         for child in node.children():

@@ -105,7 +105,8 @@ class ExprChecker(CallChecker, A.NodeVisitor):
 
     # ---- the dispatcher -----------------------------------------------------------------------
     def check_expr(self, e: A.Expr, expected: T.Type | None = None) -> T.Type:
-        t = self.visit(e, expected)
+        kind = type(e)  # self.visit(e, expected), without its frame: this runs for every node
+        t = (self._dispatch.get(kind) or self.method_for(kind))(self, e, expected)
         e.type = t
         return t
 

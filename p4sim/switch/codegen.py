@@ -11,6 +11,9 @@ Generated code sees these names: ``F`` (the PHV list), ``D`` (action data / "loc
 
 from __future__ import annotations
 
+import hashlib
+import linecache
+import re
 from typing import Any
 
 from p4sim.switch.program import HeaderInstance, HeaderType, Program, ProgramError
@@ -278,11 +281,22 @@ class Gen:
     def make_function(self, name: str, body: list[str], where: str,
                       params: str = "P, F, D") -> Any:
         lines = [f"def {name}({params}):"] + ["    " + line for line in (body or ["pass"])]
-        text = "\n".join(lines)
+        text = "\n".join(lines) + "\n"
+        filename = generated_filename(where, text)
         try:
-            code = compile(text, f"<{where}>", "exec")
+            code = compile(text, filename, "exec")
         except SyntaxError as e:
             raise ProgramError(f"{where}: could not translate ({e.msg})") from None
+        # Registered so that tracebacks and pdb show the generated lines. The name holds a
+        # digest of the text: the same program loaded by many switches shares one entry.
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         exec(code, self.ns)
         return self.ns.pop(name)
+
+
+def generated_filename(where: str, text: str) -> str:
+    """A file-like name for generated code: what it was made from, and a digest of it."""
+    slug = re.sub(r"[^\w.\[\]-]+", "_", where).strip("_")[:80]
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    return f"p4sim-generated/{slug}-{digest}.py"
 

@@ -91,6 +91,7 @@ class ParserCompiler:
         gen.ns.setdefault("_PE", ParserError)
         gen.ns.setdefault("_xvl", extract_varbit)
         self.err = self.p.errors
+        self.state_names: dict[str, str] = {}  # namespace name of a state's function -> state
 
     @property
     def _vl_codes(self) -> str:
@@ -124,6 +125,7 @@ class ParserCompiler:
             fns[sname] = self._state(state, names, f"parser '{pname}' state '{sname}'")
         for sname, fn in fns.items():
             self.gen.ns[names[sname]] = fn
+            self.state_names[names[sname]] = sname
         init = parser.get("init_state")
         if init not in states:
             raise ProgramError(f"parser '{pname}': unknown init_state {init!r}")

@@ -81,7 +81,8 @@ class CompiledProgram:
         with _section(f"parser '{program.parsers[0].get('name')}'"):
             self.parser_start = pc.compile(program.parsers[0])
         if trace is not None:
-            self.parser_start = trace.wrap_parser_states(self.ns, self.parser_start)
+            self.parser_start = trace.wrap_parser_states(self.ns, self.parser_start,
+                                                         pc.state_names)
         if not program.deparsers:
             raise ProgramError("deparsers: the program has no deparser")
         with _section("deparser"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import linecache
+import random
 import re
 from typing import Any
 
@@ -87,11 +88,14 @@ class HeaderRef:
 
 
 class Gen:
-    """Code generator state: the program and the namespace generated code runs in."""
+    """Code generator state: the program, the namespace generated code runs in and the
+    random generator its draws use."""
 
-    def __init__(self, program: Program, namespace: dict[str, Any]) -> None:
+    def __init__(self, program: Program, namespace: dict[str, Any],
+                 rng: random.Random | None = None) -> None:
         self.p = program
         self.ns = namespace
+        self.rng = rng or random.Random()  # every random draw of the program's code
         self.hdr_index = {name: i for i, name in enumerate(program.headers)}
         hdrs = list(program.headers.values())
         namespace.setdefault("HB", [h.fields[0].slot if h.fields else h.valid_slot for h in hdrs])

@@ -15,6 +15,10 @@ The data plane owns no thread, no socket and no clock; three functions are injec
   a simulator passes its virtual clock). Every timestamp, queue delay, meter and idle timeout
   of the switch comes from it; the switch never reads the time itself.
 
+and one object: ``rng``, the ``random.Random`` every random draw of the program comes from
+(v1model's ``random()``, the "random" hash; default: one seeded from OS entropy). The switch
+never touches the process-wide ``random`` state.
+
 The driver's loop is then: ``receive(port, frame)`` (or ``receive_batch``) for every arriving
 frame, which runs ingress, and egress for whatever may leave at once; ``poll()`` to run egress
 for every queued packet due by ``clock()``, which returns the next deadline (ns on the same
@@ -29,6 +33,7 @@ changes a consistent state and a failed call changes nothing.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -78,13 +83,16 @@ class DataPlane:
     def __init__(self, device_id: int = 0, cpu_port: int | None = None, priorities: int = 1,
                  log: Any = None, *, transmit: TransmitFn | None = None,
                  wake: Callable[[], None] | None = None, clock: Clock | None = None,
-                 trace: Any = None) -> None:
+                 trace: Any = None, rng: random.Random | None = None) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.lock = threading.RLock()
         self.log = log
         self.clock: Clock = clock or time.monotonic_ns
         self.t0 = self.clock()  # v1model timestamps count microseconds from here
+        # Every random draw of the program (random(), the "random" hash), injected like the
+        # clock: a simulator seeds one per switch, a switch process draws OS entropy.
+        self.rng = rng if rng is not None else random.Random()
         self.trace = trace  # p4sim.switch.trace.Tracer (None: no packet trace, no cost)
         if trace is not None:
             trace.clock, trace.t0 = self.clock, self.t0
@@ -189,7 +197,8 @@ class DataPlane:
     def load_pipeline(self, bmv2_json: bytes) -> None:
         try:
             program = load_program(bmv2_json)
-            cp = CompiledProgram(program, self.port_up, self.log, self.clock, self.trace)
+            cp = CompiledProgram(program, self.port_up, self.log, self.clock, self.trace,
+                                 self.rng)
             flow = V1Model(cp, self.tm, self._output, self._digest_out, self.clock, self.t0,
                            self.log, self.trace)
         except ProgramError as e:

@@ -104,13 +104,15 @@ class _RoundRobin:
         return self.n - 1
 
 
-def hash_algorithm(name: str) -> Callable[[bytes], int] | None:
-    """A fresh instance of the named BMv2 hash (None if unsupported)."""
+def hash_algorithm(name: str, rng: random.Random | None = None) -> Callable[[bytes], int] | None:
+    """A fresh instance of the named BMv2 hash (None if unsupported); "random" draws from
+    ``rng`` (default: a generator of its own, seeded from OS entropy)."""
+    draw = (rng or random.Random()).getrandbits
     table: dict[str, Callable[[bytes], int]] = {
         "crc16": crc16, "crc16_custom": crc16, "crc32": crc32, "crc32_custom": crc32,
         "crcCCITT": crc_ccitt, "crc8_custom": crc8_custom, "csum16": csum16, "cksum16": csum16,
         "identity": identity, "xor16": _xor_words(2), "xor32": _xor_words(4),
-        "random": lambda data: random.getrandbits(32),
+        "random": lambda data: draw(32),
     }
     if name in ("round_robin", "round_robin_consistent"):
         return _RoundRobin()

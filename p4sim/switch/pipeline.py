@@ -7,6 +7,7 @@ A control pipeline is a graph of nodes (tables and conditionals); each node is a
 from __future__ import annotations
 
 import contextlib
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,7 +46,7 @@ def _run_pipeline(init: Any) -> Any:
 
 class CompiledProgram:
     def __init__(self, program: Program, port_up: Any, log: Any, clock: Any,
-                 trace: Any = None) -> None:
+                 trace: Any = None, rng: random.Random | None = None) -> None:
         self.p = program
         self.port_up = port_up
         self.clock = clock  # the data plane's clock, integer nanoseconds
@@ -61,7 +62,7 @@ class CompiledProgram:
         ns["REGISTERS"] = self.registers
         ns["COUNTERS"] = self.counters
         ns["METERS"] = self.meters
-        self.gen = Gen(program, ns)
+        self.gen = Gen(program, ns, rng)
         with _section("calculations"):
             self.calcs = compile_calculations(self.gen)
         ns["CALCS"] = self.calcs

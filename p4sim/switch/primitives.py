@@ -7,7 +7,6 @@ v1model flow in ``dataplane`` acts on at the end of ingress/egress, as simple_sw
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from p4sim.switch.codegen import Gen, HeaderRef, hexstr
@@ -28,7 +27,7 @@ class ActionCompiler:
         self.gen = gen
         self.p = gen.p
         gen.ns.setdefault("_abort", _abort)
-        gen.ns.setdefault("_randint", random.randint)
+        gen.ns.setdefault("_randint", gen.rng.randint)
         gen.ns.setdefault("_log", log or (lambda msg: None))
         gen.ns.setdefault("_fmt", format_log)
         self.egress_spec = self.p.std_slot("egress_spec")

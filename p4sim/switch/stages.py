@@ -1,7 +1,10 @@
 """The v1model packet path: one function per stage, as BMv2's simple_switch runs it.
 
-    receive(port, frame)          parser -> verify checksum -> ingress pipeline -> (clone /
-                                  digest / resubmit / multicast / drop / unicast)
+    receive(port, frame)          prologue -> ingress pipeline -> (clone / digest / resubmit /
+                                  multicast / drop / unicast)
+    prologue(port, frame, igts, ...)
+                                  fresh metadata -> parser -> verify checksum (every packet
+                                  entering ingress, and the I2E clone)
     to_egress(P, port)            the egress buffers: the one place that decides whether a
                                   packet waits in its queue or goes on at once
     egress(P, port, prio, left, now)
@@ -18,7 +21,8 @@ Speed without a second copy: ``build(fuse=True)`` also makes a ``receive`` in wh
 of another stage that is a statement of its own is replaced by that stage's body, by a
 transform of this module's syntax tree (``_Inliner``). The call's arguments must be named as
 the callee's parameters, and such a call is the last thing its caller does on that path, so a
-``return`` in the inlined body means the same. The fused code keeps this file's name and line
+``return`` in the inlined body means the same; ``name = prologue(...)`` becomes the body with
+its final ``return value`` as ``name = value``. The fused code keeps this file's name and line
 numbers, so a traceback or pdb in the fused ``receive`` shows the lines above as written. The
 fused and the stage-by-stage functions are tested against each other
 (tests/unit/test_switch_onepath.py).
@@ -74,23 +78,10 @@ m_enq_ts = m_deq_td = -1
 def receive(port: int, frame: bytes, instance_type: int = NORMAL,
             preserved: list[tuple[int, int]] | None = None, passes: int = 0) -> None:
     """Ingress for one frame arriving on ``port`` (or resubmitted / recirculated)."""
-    F = template[:]
-    P = Packet(F, frame, port)
-    F[s_in] = port
-    F[s_len] = len(frame)
-    F[s_igts] = (clock() - t0) // 1000
-    if instance_type:
-        P.instance_type = F[s_it] = instance_type
-        P.passes = passes
-        for slot, value in preserved or ():
-            F[slot] = value
+    igts = (clock() - t0) // 1000
     try:
-        err = run_parser(parser_start, P, F, too_short)
-        if err:
-            F[s_perr] = err
-            counters.parser_errors += 1
-        if verify is not None:
-            verify(P, F, ())
+        P = prologue(port, frame, igts, instance_type, preserved, passes)
+        F = P.F
         ingress(P, F)
         P.exit = False
         if P.clone_session is not None or P.digests or P.resubmit_fl is not None or F[s_mcast]:
@@ -103,6 +94,31 @@ def receive(port: int, frame: bytes, instance_type: int = NORMAL,
         to_egress(P, port)
     except Exception as e:  # a bad packet never stops the switch
         abort(e)
+
+
+def prologue(port: int, frame: bytes, igts: int, instance_type: int,
+             preserved: list[tuple[int, int]] | None, passes: int) -> Packet:
+    """The packet as the ingress pipeline starts on it: fresh metadata (but the preserved
+    field list), parsed, checksums verified. Shared by every packet entering ingress and the
+    I2E clone, which BMv2 parses again from the original bytes (its ingress timestamp is the
+    original's, ``igts``)."""
+    F = template[:]
+    P = Packet(F, frame, port)
+    F[s_in] = port
+    F[s_len] = len(frame)
+    F[s_igts] = igts
+    if instance_type:
+        P.instance_type = F[s_it] = instance_type
+        P.passes = passes
+        for slot, value in preserved or ():
+            F[slot] = value
+    err = run_parser(parser_start, P, F, too_short)
+    if err:
+        F[s_perr] = err
+        counters.parser_errors += 1
+    if verify is not None:
+        verify(P, F, ())
+    return P
 
 
 def to_egress(P: Packet, port: int) -> None:
@@ -171,7 +187,7 @@ def egress(P: Packet, port: int, prio: int, left: int, now: int) -> None:
     output(port, frame)
 
 
-STAGES = ("receive", "to_egress", "egress")
+STAGES = ("receive", "prologue", "to_egress", "egress")
 
 
 # -- building -------------------------------------------------------------------------------------
@@ -199,22 +215,40 @@ def _stage_defs() -> dict[str, ast.FunctionDef]:
 
 
 class _Inliner(ast.NodeTransformer):
-    """Replaces each statement ``stage(args)`` calling one of ``defs`` by that stage's body
-    (itself inlined, without its docstring)."""
+    """Replaces each statement ``stage(args)`` (or ``name = stage(args)``) calling one of
+    ``defs`` by that stage's body (itself inlined, without its docstring)."""
 
     def __init__(self, defs: dict[str, ast.FunctionDef]) -> None:
         self.defs = defs
 
     def visit_Expr(self, node: ast.Expr) -> Any:
-        call = node.value
+        body = self._callee_body(node.value)
+        return node if body is None else body
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        """``name = stage(args)`` where the stage ends in its only ``return value``: its body,
+        then ``name = value``."""
+        body = self._callee_body(node.value)
+        if body is None:
+            return node
+        last = body[-1]
+        if not isinstance(last, ast.Return) or last.value is None or len(node.targets) != 1 \
+                or any(isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)):
+            raise AssertionError(f"line {node.lineno}: an inlined stage whose result is used "
+                                 "must end in its only return")
+        result = ast.Assign(targets=node.targets, value=last.value)
+        return [*body[:-1], ast.copy_location(result, node)]
+
+    def _callee_body(self, call: ast.expr) -> list[ast.stmt] | None:
+        """The inlined body of ``call`` if it calls a stage, else None."""
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                 and call.func.id in self.defs):
-            return node
+            return None
         callee = self.defs[call.func.id]
         params = [a.arg for a in callee.args.args]
         args = [a.id if isinstance(a, ast.Name) else None for a in call.args]
         if args != params or call.keywords:
-            raise AssertionError(f"line {node.lineno}: a call of stage {callee.name} to inline "
+            raise AssertionError(f"line {call.lineno}: a call of stage {callee.name} to inline "
                                  f"must pass its parameters by name, {params}")
         return self.statements(_without_docstring(copy.deepcopy(callee).body))
 
@@ -256,7 +290,7 @@ def build(bindings: dict[str, Any], fuse: bool = True,
     if wrap is not None:
         ns["enqueue"], ns["output"] = wrap("enqueue", ns["enqueue"]), wrap("output", ns["output"])
     defs = _stage_defs()
-    for name in ("egress", "to_egress", "receive"):  # each binds the ones built before it
+    for name in ("egress", "to_egress", "prologue", "receive"):  # each binds those before it
         module = ast.Module(body=[fused_tree(name) if fuse else defs[name]], type_ignores=[])
         exec(compile(module, __file__, "exec", _ANNOTATIONS, dont_inherit=True), ns)
         if wrap is not None:

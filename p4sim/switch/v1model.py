@@ -23,7 +23,6 @@ from p4sim.switch.packet import (
     RESUBMIT,
     Packet,
 )
-from p4sim.switch.parser import run_parser
 from p4sim.switch.pipeline import CompiledProgram
 from p4sim.switch.primitives import DROP_PORT
 from p4sim.switch.tm import TrafficManager
@@ -78,6 +77,7 @@ class V1Model:
         stage = stages.build(self._bindings(), fuse=fuse and trace is None,
                              wrap=trace.stage_wrapper(self) if trace is not None else None)
         self.receive = stage["receive"]
+        self.prologue = stage["prologue"]
         self.to_egress = stage["to_egress"]
         self.egress = stage["egress"]
 
@@ -176,19 +176,12 @@ class V1Model:
     def _clone_i2e(self, P: Packet, F: list[int]) -> None:
         session, preserved = self._clone_session(P, F)
         for r in session.replicas if session is not None else ():
-            G = self.template[:]
-            C = Packet(G, P.original, P.ingress_port)
-            C.instance_type = INGRESS_CLONE
-            G[self.s_in] = P.ingress_port
-            G[self.s_len] = len(P.original)
-            G[self.s_it] = INGRESS_CLONE
-            for slot, value in preserved:
-                G[slot] = value
-            err = run_parser(self.cp.parser_start, C, G, self.too_short)
-            if err:
-                G[self.s_perr] = err
+            # Parsed again from the original bytes by the same prologue as every packet
+            # entering ingress; its ingress timestamp is the original's, as in BMv2.
+            C = self.prologue(P.ingress_port, P.original, F[self.s_igts], INGRESS_CLONE,
+                              preserved, P.passes)
             C.truncate = session.packet_length_bytes
-            G[self.s_es] = r.egress_port
+            C.F[self.s_es] = r.egress_port
             self.to_egress(C, r.egress_port)
 
     def _digests(self, P: Packet, F: list[int]) -> None:

@@ -70,6 +70,40 @@ def test_ingress_clone_gets_original_packet_and_preserved_fields() -> None:
     assert (by_port[3]["out"], by_port[3]["k1"], by_port[3]["k2"]) == (I2E, 0x1234, 0x77)
 
 
+def clone_prog() -> Prog:
+    """Ingress sends every packet to port 1 and clones it (I2E) to session 5; egress reports
+    instance_type and ingress_global_timestamp."""
+    p = Prog([("it", 8), ("igts", 32)])
+    a = p.action("fwd_and_clone", [], [assign(f(STD, "egress_spec"), hx(1)),
+                                       prim("clone_ingress_pkt_to_egress", hx(5), hx(0))])
+    p.table("t", [], [a], default=(a, []))
+    r = p.action("report", [], [assign(f("probe", "it"), f(STD, "instance_type")),
+                                assign(f("probe", "igts"), f(STD, "ingress_global_timestamp"))])
+    p.table("rep", [], [r], default=(r, []), pipe="egress")
+    return p
+
+
+def test_ingress_clone_keeps_the_original_ingress_timestamp() -> None:
+    now = [1_000_000]
+    p = clone_prog()
+    dp, out = make(p, clock=lambda: now[0])
+    dp.clone_session_set(CloneSession(5, [Replica(3, 0)]))
+    now[0] += 7_000  # 7 us after the switch started
+    dp.receive(0, p.frame(0, 0))
+    by_port = dict(out)
+    assert by_port[1] == {"it": NORMAL, "igts": 7}
+    assert by_port[3] == {"it": I2E, "igts": 7}
+
+
+def test_a_parser_error_of_an_ingress_clone_is_counted() -> None:
+    p = clone_prog()
+    dp, out = make(p)
+    dp.clone_session_set(CloneSession(5, [Replica(3, 0)]))
+    dp.receive(0, p.frame(0, 0)[:16])  # the probe header cut short: PacketTooShort
+    assert sorted(port for port, _ in out) == [1, 3]  # v1model goes on into ingress
+    assert dp.stats().parser_errors == 2  # the original's parse and the clone's
+
+
 def test_egress_clone_and_truncation() -> None:
     p = Prog(FIELDS)
     a = p.action("fwd", [], [assign(f(STD, "egress_spec"), hx(1))])

@@ -3,6 +3,9 @@ replication engine (multicast groups, clone sessions), as PI's DeviceMgr handles
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterator
+from typing import Any
+
 from p4.v1 import p4runtime_pb2 as p4rt
 
 from p4sim.switch import api
@@ -227,26 +230,36 @@ def counter_write(ctx: Context, utype: int, c: p4rt.CounterEntry) -> None:
            "Error when writing to counter")
 
 
-def counter_read(ctx: Context, c: p4rt.CounterEntry, out: list[p4rt.Entity]) -> None:
-    if c.counter_id == 0:
-        counters = list(ctx.info.counters.values())
+def _cells(ctx: Context, entry_id: int, infos: dict, prefix: int, has_index: bool,
+           index: int, kind: str = "", direct: Container[int] = ()
+           ) -> Iterator[tuple[Any, int]]:
+    """(info, index) of every cell a counter, meter or register read names: one array (id) or
+    all (id 0), one index or all. A ``direct`` array's id is refused, naming the ``kind``."""
+    if entry_id == 0:
+        chosen = list(infos.values())
     else:
-        if c.counter_id in ctx.info.direct_counters:
-            raise _err("Cannot use CounterEntry with a direct counter")
-        ctx.check_id(c.counter_id, Prefix.COUNTER)
-        counters = [ctx.info.counters[c.counter_id]]
-    for info in counters:
-        if c.HasField("index") and c.index.index < 0:
+        if entry_id in direct:
+            raise _err(f"Cannot use {kind.capitalize()}Entry with a direct {kind}")
+        ctx.check_id(entry_id, prefix)
+        chosen = [infos[entry_id]]
+    for info in chosen:
+        if has_index and index < 0:
             raise _err("A negative number is not a valid index value")
-        indexes = [c.index.index] if c.HasField("index") else range(info.size)
-        for i in indexes:
-            packets, bytes_ = target(lambda n=info.name, i=i: ctx.dp.counter_read(n, i),
-                                     "Error when reading counter from target")
-            ent = p4rt.Entity()
-            ent.counter_entry.counter_id = info.id
-            ent.counter_entry.index.index = i
-            counter_to_proto(info.unit, packets, bytes_, ent.counter_entry.data)
-            out.append(ent)
+        for i in [index] if has_index else range(info.size):
+            yield info, i
+
+
+def counter_read(ctx: Context, c: p4rt.CounterEntry, out: list[p4rt.Entity]) -> None:
+    for info, i in _cells(ctx, c.counter_id, ctx.info.counters, Prefix.COUNTER,
+                          c.HasField("index"), c.index.index, "counter",
+                          ctx.info.direct_counters):
+        packets, bytes_ = target(lambda n=info.name, i=i: ctx.dp.counter_read(n, i),
+                                 "Error when reading counter from target")
+        ent = p4rt.Entity()
+        ent.counter_entry.counter_id = info.id
+        ent.counter_entry.index.index = i
+        counter_to_proto(info.unit, packets, bytes_, ent.counter_entry.data)
+        out.append(ent)
 
 
 def meter_write(ctx: Context, utype: int, m: p4rt.MeterEntry) -> None:
@@ -263,26 +276,16 @@ def meter_write(ctx: Context, utype: int, m: p4rt.MeterEntry) -> None:
 
 
 def meter_read(ctx: Context, m: p4rt.MeterEntry, out: list[p4rt.Entity]) -> None:
-    if m.meter_id == 0:
-        meters = list(ctx.info.meters.values())
-    else:
-        if m.meter_id in ctx.info.direct_meters:
-            raise _err("Cannot use MeterEntry with a direct meter")
-        ctx.check_id(m.meter_id, Prefix.METER)
-        meters = [ctx.info.meters[m.meter_id]]
-    for info in meters:
-        if m.HasField("index") and m.index.index < 0:
-            raise _err("A negative number is not a valid index value")
-        indexes = [m.index.index] if m.HasField("index") else range(info.size)
-        for i in indexes:
-            cfg = target(lambda n=info.name, i=i: ctx.dp.meter_get(n, i),
-                         "Error when reading meter spec from target")
-            ent = p4rt.Entity()
-            ent.meter_entry.meter_id = info.id
-            ent.meter_entry.index.index = i
-            if cfg is not None:
-                meter_to_proto(cfg, ent.meter_entry.config)
-            out.append(ent)
+    for info, i in _cells(ctx, m.meter_id, ctx.info.meters, Prefix.METER,
+                          m.HasField("index"), m.index.index, "meter", ctx.info.direct_meters):
+        cfg = target(lambda n=info.name, i=i: ctx.dp.meter_get(n, i),
+                     "Error when reading meter spec from target")
+        ent = p4rt.Entity()
+        ent.meter_entry.meter_id = info.id
+        ent.meter_entry.index.index = i
+        if cfg is not None:
+            meter_to_proto(cfg, ent.meter_entry.config)
+        out.append(ent)
 
 
 def register_write(ctx: Context, utype: int, r: p4rt.RegisterEntry) -> None:
@@ -304,23 +307,15 @@ def register_write(ctx: Context, utype: int, r: p4rt.RegisterEntry) -> None:
 def register_read(ctx: Context, r: p4rt.RegisterEntry, out: list[p4rt.Entity]) -> None:
     if not ctx.registers_enabled:
         raise _err("Register reads are not supported yet", UNIMPLEMENTED)
-    if r.register_id == 0:
-        registers = list(ctx.info.registers.values())
-    else:
-        ctx.check_id(r.register_id, Prefix.REGISTER)
-        registers = [ctx.info.registers[r.register_id]]
-    for info in registers:
-        if r.HasField("index") and r.index.index < 0:
-            raise _err("A negative number is not a valid index value")
-        indexes = [r.index.index] if r.HasField("index") else range(info.size)
-        for i in indexes:
-            value = target(lambda n=info.name, i=i: ctx.dp.register_read(n, i),
-                           "Error when reading register")
-            ent = p4rt.Entity()
-            ent.register_entry.register_id = info.id
-            ent.register_entry.index.index = i
-            ent.register_entry.data.bitstring = to_bytes(value)
-            out.append(ent)
+    for info, i in _cells(ctx, r.register_id, ctx.info.registers, Prefix.REGISTER,
+                          r.HasField("index"), r.index.index):
+        value = target(lambda n=info.name, i=i: ctx.dp.register_read(n, i),
+                       "Error when reading register")
+        ent = p4rt.Entity()
+        ent.register_entry.register_id = info.id
+        ent.register_entry.index.index = i
+        ent.register_entry.data.bitstring = to_bytes(value)
+        out.append(ent)
 
 
 # ---- packet replication engine -----------------------------------------------------------------

@@ -159,20 +159,18 @@ class PipelineInfo:
             pid = self._claim(ap.preamble, Prefix.ACTION_PROFILE, "action profile")
             self.profiles[pid] = ProfileInfo(pid, ap.preamble.name, list(ap.table_ids),
                                              ap.with_selector, ap.size, ap.max_group_size)
-        for c in p.counters:
-            cid = self._claim(c.preamble, Prefix.COUNTER, "counter")
-            self.counters[cid] = ResourceInfo(cid, c.preamble.name, c.size, c.spec.unit)
-        for c in p.direct_counters:
-            cid = self._claim(c.preamble, Prefix.DIRECT_COUNTER, "direct counter")
-            self.direct_counters[cid] = ResourceInfo(cid, c.preamble.name, 0, c.spec.unit,
-                                                     c.direct_table_id)
-        for m in p.meters:
-            mid = self._claim(m.preamble, Prefix.METER, "meter")
-            self.meters[mid] = ResourceInfo(mid, m.preamble.name, m.size, m.spec.unit)
-        for m in p.direct_meters:
-            mid = self._claim(m.preamble, Prefix.DIRECT_METER, "direct meter")
-            self.direct_meters[mid] = ResourceInfo(mid, m.preamble.name, 0, m.spec.unit,
-                                                   m.direct_table_id)
+        arrays = ((p.counters, Prefix.COUNTER, "counter", self.counters),
+                  (p.direct_counters, Prefix.DIRECT_COUNTER, "direct counter",
+                   self.direct_counters),
+                  (p.meters, Prefix.METER, "meter", self.meters),
+                  (p.direct_meters, Prefix.DIRECT_METER, "direct meter", self.direct_meters))
+        for items, prefix, what, infos in arrays:
+            for x in items:
+                xid = self._claim(x.preamble, prefix, what)
+                # A direct array has no size of its own: it has one cell per table entry.
+                direct = prefix in (Prefix.DIRECT_COUNTER, Prefix.DIRECT_METER)
+                infos[xid] = ResourceInfo(xid, x.preamble.name, 0 if direct else x.size,
+                                          x.spec.unit, x.direct_table_id if direct else 0)
         for r in p.registers:
             rid = self._claim(r.preamble, Prefix.REGISTER, "register")
             width = r.type_spec.bitstring.bit.bitwidth or r.type_spec.bitstring.int.bitwidth

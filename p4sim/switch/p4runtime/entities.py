@@ -3,7 +3,7 @@ replication engine (multicast groups, clone sessions), as PI's DeviceMgr handles
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from typing import Any
 
 from p4.v1 import p4runtime_pb2 as p4rt
@@ -98,19 +98,27 @@ def member_write(ctx: Context, utype: int, m: p4rt.ActionProfileMember) -> None:
                "Error when deleting member on target")
 
 
+def _profile_items(ctx: Context, profile_id: int, wanted: int,
+                   read: Callable[[str], dict[int, Any]]
+                   ) -> Iterator[tuple[ProfileInfo, int, Any]]:
+    """(profile, id, value) of the members or groups (``read``) a read names: of one profile or
+    all (id 0), one id or all (0), in id order."""
+    for prof in _manual_profiles(ctx, profile_id):
+        items = target(lambda p=prof: read(p.name),
+                       "Error when reading action profile entries from target")
+        for item_id in sorted(items):
+            if not wanted or item_id == wanted:
+                yield prof, item_id, items[item_id]
+
+
 def member_read(ctx: Context, m: p4rt.ActionProfileMember, out: list[p4rt.Entity]) -> None:
-    profiles = _manual_profiles(ctx, m.action_profile_id)
-    for prof in profiles:
-        members = target(lambda p=prof: ctx.dp.members(p.name),
-                         "Error when reading action profile entries from target")
-        for mid in sorted(members):
-            if m.member_id and mid != m.member_id:
-                continue
-            ent = p4rt.Entity()
-            em = ent.action_profile_member
-            em.action_profile_id, em.member_id = prof.id, mid
-            action_to_proto(ctx, members[mid], em.action)
-            out.append(ent)
+    for prof, mid, action in _profile_items(ctx, m.action_profile_id, m.member_id,
+                                            ctx.dp.members):
+        ent = p4rt.Entity()
+        em = ent.action_profile_member
+        em.action_profile_id, em.member_id = prof.id, mid
+        action_to_proto(ctx, action, em.action)
+        out.append(ent)
 
 
 # ---- action profile groups ---------------------------------------------------------------------
@@ -184,27 +192,22 @@ def group_write(ctx: Context, utype: int, g: p4rt.ActionProfileGroup) -> None:
 
 
 def group_read(ctx: Context, g: p4rt.ActionProfileGroup, out: list[p4rt.Entity]) -> None:
-    profiles = _manual_profiles(ctx, g.action_profile_id)
-    for prof in profiles:
-        groups = target(lambda p=prof: ctx.dp.groups(p.name),
-                        "Error when reading action profile entries from target")
-        for gid in sorted(groups):
-            if g.group_id and gid != g.group_id:
+    for prof, gid, members in _profile_items(ctx, g.action_profile_id, g.group_id,
+                                             ctx.dp.groups):
+        meta = ctx.groups.get((prof.id, gid)) or GroupMeta(0)
+        ent = p4rt.Entity()
+        eg = ent.action_profile_group
+        eg.action_profile_id, eg.group_id, eg.max_size = prof.id, gid, meta.max_size
+        for gm in sorted(members, key=lambda x: x.member_id):
+            pm = eg.members.add(member_id=gm.member_id, weight=gm.weight)
+            spelled = meta.watch.get(gm.member_id)
+            if gm.watch_port is None or spelled is None:
                 continue
-            meta = ctx.groups.get((prof.id, gid)) or GroupMeta(0)
-            ent = p4rt.Entity()
-            eg = ent.action_profile_group
-            eg.action_profile_id, eg.group_id, eg.max_size = prof.id, gid, meta.max_size
-            for gm in sorted(groups[gid], key=lambda x: x.member_id):
-                pm = eg.members.add(member_id=gm.member_id, weight=gm.weight)
-                spelled = meta.watch.get(gm.member_id)
-                if gm.watch_port is None or spelled is None:
-                    continue
-                if spelled.kind == "watch":
-                    pm.watch = gm.watch_port
-                else:
-                    pm.watch_port = port_bytes(gm.watch_port, spelled.nbytes)
-            out.append(ent)
+            if spelled.kind == "watch":
+                pm.watch = gm.watch_port
+            else:
+                pm.watch_port = port_bytes(gm.watch_port, spelled.nbytes)
+        out.append(ent)
 
 
 # ---- indirect counters, meters, registers ------------------------------------------------------

@@ -223,18 +223,12 @@ class PipelineInfo:
                     json_tables[t["name"]] = t
         for t in self.tables.values():
             keys = (json_tables.get(t.name) or {}).get("key") or []
-            names = [k.get("name") for k in keys if isinstance(k, dict)]
-            by_name = {mf.name: i for i, mf in enumerate(t.match_fields)}
-            if len(names) == len(t.match_fields) and set(names) == set(by_name):
-                t.json_key_order = [by_name[n] for n in names]
+            t.json_key_order = _json_order(keys, t.match_fields) or t.json_key_order
         json_actions = {a.get("name"): a for a in doc.get("actions") or []
                         if isinstance(a, dict)}
         for a in self.actions.values():
             data = (json_actions.get(a.name) or {}).get("runtime_data") or []
-            names = [d.get("name") for d in data if isinstance(d, dict)]
-            by_name = {p.name: i for i, p in enumerate(a.params)}
-            if len(names) == len(a.params) and set(names) == set(by_name):
-                a.json_param_order = [by_name[n] for n in names]
+            a.json_param_order = _json_order(data, a.params) or a.json_param_order
 
     def json_mismatch(self, bmv2_json: bytes) -> str | None:
         """What of this P4Info the BMv2 JSON does not describe (None: they belong together).
@@ -318,3 +312,13 @@ def _digest_info(did: int, d: p4info_pb2.Digest, type_info: p4info_pb2.P4TypeInf
     if any(w is None for w in widths):
         raise _bad(f"digest '{d.preamble.name}' may only hold fixed-width bitstrings")
     return DigestInfo(did, d.preamble.name, kind, [w for w in widths if w is not None])
+
+
+def _json_order(json_items: list, infos: list) -> list[int] | None:
+    """The P4Info positions of ``infos`` (match fields or parameters, each with a name) in the
+    order the JSON lists the same names; None when the two do not name the same ones."""
+    names = [item.get("name") for item in json_items if isinstance(item, dict)]
+    by_name = {info.name: i for i, info in enumerate(infos)}
+    if len(names) == len(infos) and set(names) == set(by_name):
+        return [by_name[n] for n in names]
+    return None

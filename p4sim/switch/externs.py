@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from p4sim.switch.api import MeterConfig
+from p4sim.switch.api import ApiError, Code, MeterConfig
 
 GREEN, YELLOW, RED = 0, 1, 2
 _LITTLE = sys.byteorder == "little"
@@ -195,3 +195,10 @@ class RegisterArray:
 
     def read(self, index: int) -> int:
         return self.values[index] if 0 <= index < self.size else 0
+
+    def set(self, index: int, value: int) -> None:
+        """The control plane's write: a value wider than the register is refused."""
+        if not isinstance(value, int) or value < 0 or value >> self.bitwidth:
+            raise ApiError(Code.INVALID_ARGUMENT, f"register '{self.name}': value {value!r} "
+                           f"does not fit in {self.bitwidth} bits")
+        self.values[index] = value

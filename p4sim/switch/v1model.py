@@ -14,7 +14,7 @@ from collections import deque
 from typing import Any
 
 from p4sim.switch import stages
-from p4sim.switch.api import CloneSession, Digest, Replica
+from p4sim.switch.api import ApiError, CloneSession, Code, Digest, Replica
 from p4sim.switch.packet import (
     EGRESS_CLONE,
     INGRESS_CLONE,
@@ -145,6 +145,15 @@ class V1Model:
             return
         P.clone_session = None  # ingress's clone is done; egress may request its own
         self.to_egress(P, port)
+
+    def set_mcast_group(self, group_id: int, replicas: list[Replica]) -> None:
+        if not 0 < group_id < 1 << 16:
+            raise ApiError(Code.INVALID_ARGUMENT, f"multicast group id {group_id} out of range")
+        self.mcast[group_id] = [Replica(r.egress_port, r.instance) for r in replicas]
+
+    def delete_mcast_group(self, group_id: int) -> None:
+        if self.mcast.pop(group_id, None) is None:
+            raise ApiError(Code.NOT_FOUND, f"multicast group {group_id} does not exist")
 
     def _multicast(self, P: Packet, F: list[int], grp: int) -> None:
         replicas = self.mcast.get(grp)

@@ -236,6 +236,10 @@ class _Inliner(ast.NodeTransformer):
                 or any(isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)):
             raise AssertionError(f"line {node.lineno}: an inlined stage whose result is used "
                                  "must end in its only return")
+        target = node.targets[0]
+        if isinstance(target, ast.Name) and isinstance(last.value, ast.Name) \
+                and target.id == last.value.id:  # ``P = P``: nothing to do
+            return body[:-1]
         result = ast.Assign(targets=node.targets, value=last.value)
         return [*body[:-1], ast.copy_location(result, node)]
 

@@ -271,9 +271,9 @@ class DataPlane:
             self._profile(profile).member_modify(member_id, action)
 
     def member_delete(self, profile: str, member_id: int) -> None:
+        ref = MemberRef(member_id)  # entries holding it keep the member from deletion
         with self.lock:
-            self._profile(profile).member_delete(
-                member_id, self._cp().refers_to(profile, MemberRef(member_id)))
+            self._profile(profile).member_delete(member_id, self._cp().refers_to(profile, ref))
 
     def members(self, profile: str) -> dict[int, ActionCall]:
         with self.lock:

@@ -11,17 +11,8 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from p4sim.switch.api import (
-    ActionCall,
-    ApiError,
-    Code,
-    Exact,
-    Lpm,
-    Optional_,
-    Range,
-    TableEntry,
-    Ternary,
-)
+from p4sim.switch import api
+from p4sim.switch.api import ActionCall, Exact, Lpm, Optional_, Range, TableEntry, Ternary
 from p4sim.switch.calculations import compile_calculations, compile_checksums, compile_hash
 from p4sim.switch.codegen import Gen, hexstr
 from p4sim.switch.deparser import compile_deparser
@@ -128,7 +119,7 @@ class CompiledProgram:
     def vset(self, name: str) -> set[int]:
         """The members of parser value set ``name`` (the set the parser reads)."""
         if name not in self.vsets:
-            raise ApiError(Code.NOT_FOUND, f"unknown parser value set '{name}'")
+            raise api.ApiError(api.Code.NOT_FOUND, f"unknown parser value set '{name}'")
         return self.vsets[name]
 
     def set_vset(self, name: str, values: list[int]) -> None:
@@ -137,8 +128,8 @@ class CompiledProgram:
         width = int(self.p.parse_vsets[name].get("compressed_bitwidth") or 0)
         for v in values:
             if not isinstance(v, int) or v < 0 or (width and v >> width):
-                raise ApiError(Code.INVALID_ARGUMENT, f"parser value set '{name}': value "
-                               f"{v!r} does not fit in {width} bits")
+                raise api.ApiError(api.Code.INVALID_ARGUMENT, f"parser value set '{name}': "
+                                   f"value {v!r} does not fit in {width} bits")
         members.clear()
         members.update(values)
 

@@ -99,9 +99,8 @@ def receive(port: int, frame: bytes, instance_type: int = NORMAL,
 def prologue(port: int, frame: bytes, igts: int, instance_type: int,
              preserved: list[tuple[int, int]] | None, passes: int) -> Packet:
     """The packet as the ingress pipeline starts on it: fresh metadata (but the preserved
-    field list), parsed, checksums verified. Shared by every packet entering ingress and the
-    I2E clone, which BMv2 parses again from the original bytes (its ingress timestamp is the
-    original's, ``igts``)."""
+    field list), parsed (a parser error counted), checksums verified. Shared by every packet
+    entering ingress and the I2E clone, which BMv2 parses again from the original bytes."""
     F = template[:]
     P = Packet(F, frame, port)
     F[s_in] = port

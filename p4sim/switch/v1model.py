@@ -186,11 +186,19 @@ class V1Model:
         session, preserved = self._clone_session(P, F)
         for r in session.replicas if session is not None else ():
             # Parsed again from the original bytes by the same prologue as every packet
-            # entering ingress; its ingress timestamp is the original's, as in BMv2.
-            C = self.prologue(P.ingress_port, P.original, F[self.s_igts], INGRESS_CLONE,
-                              preserved, P.passes)
+            # entering ingress. Then, as simple_switch does (checked on BMv2 1.15.5), its
+            # metadata is reset: egress sees the preserved field list, instance_type and
+            # packet_length; ingress_port, ingress_global_timestamp and parser_error read 0.
+            C = self.prologue(P.ingress_port, P.original, 0, INGRESS_CLONE, None, P.passes)
+            G = C.F
+            for slot in self.metadata_slots:
+                G[slot] = self.template[slot]
+            for slot, value in preserved:
+                G[slot] = value
+            G[self.s_it] = INGRESS_CLONE
+            G[self.s_len] = len(P.original)
             C.truncate = session.packet_length_bytes
-            C.F[self.s_es] = r.egress_port
+            G[self.s_es] = r.egress_port
             self.to_egress(C, r.egress_port)
 
     def _digests(self, P: Packet, F: list[int]) -> None:

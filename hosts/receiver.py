@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from hosts import wire
 from hosts.cc.credit import CreditGranter, CreditParams
 from hosts.cells import RoceFrame, UdpFramer, parse_roce
+from hosts.config import ReceiverConfig
 from hosts.nic import NicPort
 from hosts.reorder import MessageAssembler, ReorderBuffer
 from hosts.sack import encode_ack, encode_cnp
@@ -28,27 +29,6 @@ from hosts.sack import encode_ack, encode_cnp
 # on a socket, or the next deadline of ``tick``. Polling on a fixed fine tick instead cost
 # each idle receiver 13% of a core, and a fat-tree's 16 of them the machine's two cores.
 IDLE_WAIT_S = 0.02
-
-
-@dataclass
-class ReceiverConfig:
-    ifaces: list[str]
-    ack_every: int = 4
-    ack_delay_s: float = 0.0005
-    nak_holdoff_s: float = 0.003
-    cnp_interval_s: float = wire.CNP_INTERVAL_US * 1e-6
-    window: int = 4096
-    credit_cells_per_s: float = 0.0  # > 0: receiver-driven credits at this downlink rate
-    credit_initial_cells: int = 16
-    credit_window_cells: int = 0  # > 0: at most this many granted cells on their way (credit.py)
-    credit_idle_s: float = 0.05  # a flow silent this long gets no more grants
-    duration_s: float = 0.0
-    expect_messages: int = 0  # stop once this many messages arrived (all flows together)
-    linger_s: float = 0.5  # keep answering retransmissions this long after that
-    collector: tuple[str, int] | None = None
-    node_id: int = 0
-    keep_records: int = 10000
-    start_psn: int = 0
 
 
 @dataclass

@@ -9,6 +9,7 @@ arrive with ECN = CE; the most recent INT stack rides back in the next ACK.
 
 from __future__ import annotations
 
+import math
 import select
 import socket
 import struct
@@ -20,7 +21,7 @@ from hosts import wire
 from hosts.cc.credit import CreditGranter, CreditParams
 from hosts.cells import RoceFrame, UdpFramer, parse_roce
 from hosts.config import ReceiverConfig
-from hosts.nic import NicPort
+from hosts.nic import NicPort, PacketSocketPort
 from hosts.reorder import MessageAssembler, ReorderBuffer
 from hosts.sack import encode_ack, encode_cnp
 
@@ -74,7 +75,7 @@ class Receiver:
         self.cfg = cfg
         self.clock = clock
         self.ports = ports if ports is not None else [
-            NicPort(i, name) for i, name in enumerate(cfg.ifaces)]
+            PacketSocketPort(i, name) for i, name in enumerate(cfg.ifaces)]
         self.flows: dict[tuple[bytes, int], Flow] = {}
         self.granter = (CreditGranter(CreditParams(cfg.credit_cells_per_s,
                                                    initial_cells=cfg.credit_initial_cells,
@@ -253,6 +254,17 @@ class Receiver:
         earns ``ack_every`` grants in about N ACK delays."""
         assert self.granter is not None
         return self.cfg.ack_delay_s * max(1, len(self.granter.flows))
+
+    def begin(self) -> None:
+        """Nothing starts a receiver: it answers what arrives (``hosts.program``)."""
+
+    def poll(self, now: float) -> float:
+        """``tick`` at ``now``, then when it is next due (``math.inf``: when a frame comes),
+        always after ``now``. A receiver is never done by itself: it serves until its host
+        stops it (``run`` ends on its own duration and linger)."""
+        self.tick(now)
+        due = self.next_deadline(now)
+        return math.inf if due is None else max(due, math.nextafter(now, math.inf))
 
     def next_deadline(self, now: float) -> float | None:
         """The earliest time ``tick`` has something to do (an ACK delay, a NAK hold-off or a

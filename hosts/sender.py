@@ -8,6 +8,7 @@ no ACK for ``port_timeout_s``; everything in flight on it is then resent on the 
 
 from __future__ import annotations
 
+import math
 import select
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from hosts.cc.hpcc import HopSample
 from hosts.cells import CellTemplate, message_bytes, message_crc, parse_roce
 from hosts.config import CREDIT_PROBE_S, HEALTH_INTERVAL_S, SenderConfig
 from hosts.layers import parse_int_block
-from hosts.nic import NicPort
+from hosts.nic import NicPort, PacketSocketPort
 from hosts.ratelimit import TokenBucket
 from hosts.sack import decode_ack
 from hosts.transport import OutMessage, SenderTransport
@@ -45,7 +46,7 @@ class Sender:
         self.arrivals: Arrivals | None = poisson_arrivals(
             cfg.count, cfg.mean_gap_s, cfg.arrival_seed) if cfg.mean_gap_s > 0 else None
         self.ports = ports if ports is not None else [
-            NicPort(i, name, cfg.src_macs[i] if i < len(cfg.src_macs) else "")
+            PacketSocketPort(i, name, cfg.src_macs[i] if i < len(cfg.src_macs) else "")
             for i, name in enumerate(cfg.ifaces)]
         self.transport = SenderTransport(
             payload_len=cfg.payload_len, rto_s=cfg.rto_s, sack_holdoff_s=cfg.sack_holdoff_s,
@@ -150,10 +151,18 @@ class Sender:
 
     def poll(self, now: float) -> float | None:
         """Everything due at ``now`` except receiving: rate-control timers, timeouts, port
-        health, sending. Returns the seconds until it is due again (0: at once; a received
-        frame may make it due sooner), or None when the run is over."""
+        health, sending. Returns when it is due again (``now``: at once; a received frame may
+        make it due sooner), or None when the run is over (``hosts.program``)."""
         if self.finished(now):
             return None
+        wait = self._step(now)
+        if not wait:
+            return now
+        # a wait too short to move a float clock still moves it: the least step there is
+        return max(now + wait, math.nextafter(now, math.inf))
+
+    def _step(self, now: float) -> float:
+        """``poll``'s work; the seconds until it is due again."""
         self.cc.tick(now)
         if now >= self._next_health:
             self._next_health = now + self.cfg.health_interval_s
@@ -179,10 +188,11 @@ class Sender:
                     if not n:
                         break
                     self.on_frame(rx, n, now, port)
-            wait = self.poll(now)
-            if wait is None:
+            due = self.poll(now)
+            if due is None:
                 break
-            if wait:
+            wait = due - now
+            if wait > 0:
                 socks = [p.sock for p in self.ports]
                 select.select(socks, [], [], min(wait, self.cfg.health_interval_s))
         return self.metrics(self.clock() - start)

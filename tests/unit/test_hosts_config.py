@@ -11,7 +11,8 @@ from hosts.cli import host_argv, parse_host_args, receiver_config, sender_config
 from hosts.config import ReceiverConfig, SenderConfig, cell_frame_bytes
 from hosts.knobs import to_argv
 
-text = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789:.-", min_size=1, max_size=12)
+# names, addresses and MACs as hosts have them (none starts like an option)
+text = st.from_regex(r"[a-z0-9][a-z0-9:.-]{0,11}", fullmatch=True)
 seconds = st.floats(min_value=0.0, max_value=1e3, allow_nan=False)
 cells = st.integers(min_value=1, max_value=1 << 20)
 psn = st.integers(min_value=0, max_value=(1 << 24) - 1)

@@ -129,7 +129,7 @@ def path_switches(topo: Topology, src: str, dst: str) -> int:
     return dist.get(dst, 2) - 1
 
 
-def time_scale(rate_pps: int) -> float:
+def time_scale(rate_pps: float) -> float:
     """How much slower this fabric's clock runs than a datacenter's: DCQCN's published timers
     (55 us, 50 us CNP interval...) assume a cell takes well under a microsecond on the wire;
     here a cell takes 1/rate seconds. Scaling by cell time / 5 us keeps the controllers'
@@ -137,7 +137,7 @@ def time_scale(rate_pps: int) -> float:
     return (1.0 / max(1, rate_pps)) / 5e-6
 
 
-def timing_args(rate_pps: int, depth: int = 64) -> dict[str, float]:
+def timing_args(rate_pps: float, depth: int = 64) -> dict[str, float]:
     """Loss-recovery timers scaled to the fabric's time base: at a few hundred packets per
     second a cell spends milliseconds per hop, so sprayed cells legitimately arrive tens of
     cell-times apart; hold-offs shorter than that would retransmit reordered, not lost, cells."""

@@ -149,7 +149,7 @@ def data_center_sender(cfg: SenderConfig, rtt: float, cell_s: float, depth: int,
     trip needs (in the emulation a hop's latency is far below one cell; here a round trip is
     about a hundred cells, and a sprayed cell is only late after about two). ``unscheduled``:
     the plan's (None: a round trip of cells, at least credit's default 16)."""
-    timers = timing_args(1 / cell_s, depth)  # type: ignore[arg-type]
+    timers = timing_args(1 / cell_s, depth)
     rate_bps = (1 / cell_s) * cfg.frame_bytes * 8
     # A cell behind a full buffer waits ``depth`` cell times more than one on an idle path,
     # and SACKs of cells that took the idle path come back meanwhile: a hole younger than

@@ -32,13 +32,6 @@ CREDIT_PROBE_S = 0.1  # grant starvation after which one probe cell goes (hosts.
 _SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
 
 
-def cell_frame_bytes(payload_len: int, int_source: bool) -> int:
-    """A data cell's frame: Ethernet, IPv4, UDP, the INT shim if the host is the INT source,
-    BTH, payload, ICRC."""
-    return (14 + 20 + 8 + (16 if int_source else 0) + wire.BTH_LEN + payload_len
-            + wire.ICRC_LEN)
-
-
 def bits_per_second(text: str, frame_bytes: int) -> float:
     """'20M', '500k', '2.5G' (bits/s) or '3000pps' (frames of ``frame_bytes``) -> bits/s."""
     value = text.strip()
@@ -53,7 +46,7 @@ def bits_per_second(text: str, frame_bytes: int) -> float:
 
 
 def _cell_rate(text: str, cfg: Mapping[str, Any]) -> float:
-    return bits_per_second(text, cell_frame_bytes(cfg["payload_len"], cfg["int_source"]))
+    return bits_per_second(text, wire.cell_frame_bytes(cfg["payload_len"], cfg["int_source"]))
 
 
 def _psn(text: str) -> int:
@@ -177,7 +170,7 @@ class SenderConfig:
 
     @property
     def frame_bytes(self) -> int:
-        return cell_frame_bytes(self.payload_len, self.int_source)
+        return wire.cell_frame_bytes(self.payload_len, self.int_source)
 
 
 @dataclass

@@ -91,8 +91,7 @@ def host_line_rate(topo: Topology, host: str) -> int:
 def cell_frame_bytes(topo: Topology, cc: str) -> int:
     """A data cell's frame as the sender builds it (INT shim when the host is the source)."""
     int_source = algorithm(cc).int_source or host_reports(topo)
-    return (14 + 20 + 8 + (16 if int_source else 0) + wire.BTH_LEN + topo.fabric.cell_size
-            + wire.ICRC_LEN)
+    return wire.cell_frame_bytes(topo.fabric.cell_size, int_source)
 
 
 def host_link_bps(topo: Topology, host: str, cc: str) -> float:

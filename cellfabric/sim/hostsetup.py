@@ -30,7 +30,7 @@ from hosts.receiver import Receiver
 from hosts.sender import Sender
 from topologies.model import EcnSpec, QueueSpec, Topology
 
-ACK_FRAME_BYTES = 14 + 20 + 8 + wire.BTH_LEN + 4 + 12 + wire.SACK_BITMAP_BYTES + wire.ICRC_LEN
+ACK_FRAME_BYTES = wire.ACK_FRAME_BYTES
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from hosts.cc import names
 from hosts.cli import host_argv, parse_host_args, receiver_config, sender_config
-from hosts.config import ReceiverConfig, SenderConfig, cell_frame_bytes
+from hosts.config import ReceiverConfig, SenderConfig
 from hosts.knobs import to_argv
+from hosts.wire import cell_frame_bytes
 
 # names, addresses and MACs as hosts have them (none starts like an option)
 text = st.from_regex(r"[a-z0-9][a-z0-9:.-]{0,11}", fullmatch=True)

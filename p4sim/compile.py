@@ -64,9 +64,16 @@ def parse_args(argv: list[str]) -> Options:
         elif a.startswith("--p4v"):
             if value("--p4v") not in ("16", "1.6"):
                 raise UsageError("only --p4v 16 is supported")
+        elif a.startswith("-U"):
+            o.defines.pop(value("-U"), None)
         elif a == "--Werror":
             o.warnings_are_errors = True
-        elif a in ("-v", "--emit-externs") or a.startswith(("--Wdisable", "--Wwarn")):
+        elif a == "--maxErrorCount":
+            value("--maxErrorCount")  # p4sim stops at its first error
+        elif a == "--version":
+            raise UsageError("version")
+        elif a in ("-v", "--emit-externs", "--nocpp") or a.startswith(
+                ("--Wdisable", "--Wwarn", "--Winfo", "--Werror=", "-O")):
             pass  # accepted for p4c-bm2-ss compatibility; p4sim has no verbosity levels
         elif a.startswith("--std"):
             if value("--std") not in ("p4-16", "p4_16"):
@@ -148,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts = parse_args(args)
     except UsageError as e:
+        if str(e) == "version":
+            print("p4sim compile (p4c-bm2-ss 1.2.5 command line)")
+            return 0
         if str(e):
             print(f"p4sim compile: error: {e}", file=sys.stderr)
         print(USAGE, file=sys.stderr)

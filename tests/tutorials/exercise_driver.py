@@ -53,6 +53,8 @@ class Hosts:
 
     def wait(self, proc: Any) -> str:
         out, _ = proc.communicate(timeout=120)
+        # Every host's output goes to stderr, which the tier shows when an exercise fails.
+        print(f"--- {' '.join(proc.args[-1:])}\n{out}", file=sys.stderr)
         return out
 
     def stop_all(self) -> None:

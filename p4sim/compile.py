@@ -147,6 +147,9 @@ def write_p4info(info: object, path: str, fmt: str | None) -> None:
         if kind == "json":
             f.write(json_format.MessageToJson(info))  # type: ignore[arg-type]
         else:
+            # p4c heads its text format with protobuf's file/message comments.
+            f.write("# proto-file: p4/config/v1/p4info.proto\n"
+                    "# proto-message: p4.config.v1.P4Info\n\n")
             f.write(text_format.MessageToString(info))  # type: ignore[arg-type]
 
 

@@ -14,17 +14,21 @@ here). The last line printed is a JSON verdict: {"exercise", "ok", "checks": {na
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 Checks = dict[str, tuple[bool, str]]
 
@@ -57,11 +61,34 @@ class Hosts:
         print(f"--- {' '.join(proc.args[-1:])}\n{out}", file=sys.stderr)
         return out
 
+    def finish(self, proc: Any, grace: float = 1.5) -> str:
+        """Stop a receiver as a user's Ctrl-C would (``grace`` seconds after the last send)
+        and return what it printed."""
+        time.sleep(grace)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        return self.wait(proc)
+
+    def stop(self, proc: Any) -> None:
+        """End a command and what it runs: `timeout` passes SIGTERM on to its command (a
+        SIGKILL would leave the command running in the host's namespace)."""
+        if proc.poll() is not None:
+            return
+        children = psutil.Process(proc.pid).children(recursive=True)
+        proc.terminate()
+        try:
+            proc.communicate(timeout=3)
+        except subprocess.TimeoutExpired:
+            # iperf's UDP server ignores SIGTERM: end the command itself, then `timeout`.
+            for child in children:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.kill()
+            proc.kill()
+            proc.communicate()
+
     def stop_all(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            self.stop(proc)
 
 
 def _ping_ok(out: str) -> bool:
@@ -87,17 +114,18 @@ def check_basic(h: Hosts) -> Checks:
     return out
 
 
-def _receiver(h: Hosts, host: str, seconds: float) -> Any:
-    proc = h.start(host, "exec python3 -u receive.py", seconds)
+def _receiver(h: Hosts, host: str) -> Any:
+    """The exercise's receive.py, running until finish() stops it (at most a minute)."""
+    proc = h.start(host, "exec python3 -u receive.py", 60)
     time.sleep(2.5)  # Scapy's import and sniff set-up before the first packet
     return proc
 
 
 def check_basic_tunnel(h: Hosts) -> Checks:
-    rx = _receiver(h, "h2", 14)
-    h.run("h1", "python3 send.py 10.0.2.2 'plain IPv4'", 20)
-    h.run("h1", "python3 send.py 10.0.3.3 'tunnelled' --dst_id 2", 20)
-    text = h.wait(rx)
+    rx = _receiver(h, "h2")
+    h.run("h1", "python3 send.py 10.0.2.2 'plain IPv4'", 30)
+    h.run("h1", "python3 send.py 10.0.3.3 'tunnelled' --dst_id 2", 30)
+    text = h.finish(rx)
     return {
         "IPv4 packet reaches h2": ("plain IPv4" in text, f"{text.count('got a packet')} packets"),
         # dst_id 2 wins over the IP address of h3: the tunnel delivers it to h2.
@@ -122,12 +150,12 @@ def check_calc(h: Hosts) -> Checks:
 def _congested(h: Hosts, receiver: str, sender_cmd: str, seconds: float) -> str:
     """The README's set-up: h11 floods h22 over the 0.5 Mb/s s1-s2 link while h1 sends to h2."""
     iperf_server = h.start("h22", "exec iperf -s -u", seconds + 10)
-    rx = _receiver(h, receiver, seconds + 8)
+    rx = _receiver(h, receiver)
     h.start("h11", f"exec iperf -c 10.0.2.22 -u -t {seconds}", seconds + 3)
     time.sleep(1)
-    h.run("h1", sender_cmd, seconds + 3)
-    text = h.wait(rx)
-    iperf_server.kill()
+    h.run("h1", sender_cmd, seconds + 20)
+    text = h.finish(rx, grace=3.0)  # the last packets still cross the slow link's queue
+    h.stop(iperf_server)
     return text
 
 
@@ -148,19 +176,19 @@ def check_mri(h: Hosts) -> Checks:
 
 
 def check_load_balance(h: Hosts) -> Checks:
-    rx2, rx3 = _receiver(h, "h2", 24), _receiver(h, "h3", 22)
+    rx2, rx3 = _receiver(h, "h2"), _receiver(h, "h3")
     for i in range(8):  # every send.py run picks a random TCP source port: a new 5-tuple
-        h.run("h1", f"python3 send.py 10.0.0.1 'flow {i}'", 15)
-    n2, n3 = h.wait(rx2).count("got a packet"), h.wait(rx3).count("got a packet")
+        h.run("h1", f"python3 send.py 10.0.0.1 'flow {i}'", 30)
+    n2, n3 = h.finish(rx2).count("got a packet"), h.finish(rx3).count("got a packet")
     return {"all 8 flows arrive": (n2 + n3 == 8, f"h2 {n2}, h3 {n3}"),
             "split over h2 and h3": (n2 > 0 and n3 > 0, f"h2 {n2}, h3 {n3}")}
 
 
 def check_qos(h: Hosts) -> Checks:
-    rx = _receiver(h, "h2", 12)
-    h.run("h1", "python3 send.py --p=UDP --des=10.0.2.2 --m='P4 is cool' --dur=2", 10)
-    h.run("h1", "python3 send.py --p=TCP --des=10.0.2.2 --m='P4 is cool' --dur=2", 10)
-    text = h.wait(rx)
+    rx = _receiver(h, "h2")
+    h.run("h1", "python3 send.py --p=UDP --des=10.0.2.2 --m='P4 is cool' --dur=2", 30)
+    h.run("h1", "python3 send.py --p=TCP --des=10.0.2.2 --m='P4 is cool' --dur=2", 30)
+    text = h.finish(rx)
     tos = re.findall(r"tos\s*=\s*(0x[0-9a-f]+)", text)
     # README: tos changes from 0x1 to 0xb9 for UDP (EF) and 0xb1 for TCP.
     return {"UDP marked EF (tos 0xb9)": ("0xb9" in tos, f"tos seen {sorted(set(tos))}"),
@@ -171,7 +199,7 @@ def _tcp_connects(h: Hosts, client: str, server: str, server_ip: str) -> tuple[b
     srv = h.start(server, "exec iperf -s", 12)
     time.sleep(1)
     text = h.run(client, f"exec iperf -c {server_ip} -t 2", 8)
-    srv.kill()
+    h.stop(srv)
     ok = re.search(r"\d+(\.\d+)? [KMG]?bits/sec", text) is not None
     return ok, (text.strip().splitlines() or ["no output"])[-1]
 
@@ -184,13 +212,13 @@ def check_firewall(h: Hosts) -> Checks:
 
 
 def check_link_monitor(h: Hosts) -> Checks:
-    rx = _receiver(h, "h1", 14)
+    rx = _receiver(h, "h1")
     h.start("h1", "exec python3 send.py", 11)
     srv = h.start("h4", "exec iperf -s", 12)
     time.sleep(1)
     h.run("h1", "exec iperf -c 10.0.4.4 -t 6", 10)
-    text = h.wait(rx)
-    srv.kill()
+    text = h.finish(rx)
+    h.stop(srv)
     rates = [float(r) for r in re.findall(r"Port \d+: ([\d.]+) Mbps", text)]
     return {"probe reports arrive": (len(rates) > 0, f"{len(rates)} link reports"),
             "utilization seen under iperf": (max(rates, default=0) > 0,
@@ -198,10 +226,10 @@ def check_link_monitor(h: Hosts) -> Checks:
 
 
 def check_source_routing(h: Hosts) -> Checks:
-    rx = _receiver(h, "h2", 10)
+    rx = _receiver(h, "h2")
     # The README's route: h1, s1, s2, s3, s1, s2, h2.
-    h.run("h1", "exec python3 send.py 10.0.2.2", 12, stdin="2 3 2 2 1\nq\n")
-    text = h.wait(rx)
+    h.run("h1", "exec python3 send.py 10.0.2.2", 30, stdin="2 3 2 2 1\nq\n")
+    text = h.finish(rx)
     return {"routed packet reaches h2": ("got a packet" in text,
                                          f"{text.count('got a packet')} packets")}
 

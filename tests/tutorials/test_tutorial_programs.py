@@ -59,3 +59,15 @@ def test_p4info_as_p4c(programs: dict[str, Path], real_env: dict[str, str], exer
     sim_info, _ = _compile([sys.executable, "-m", "p4sim.cli", "compile"], src,
                            tmp_path / "sim", None)
     assert sim_info == real_info
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_warnings_as_p4c(programs: dict[str, Path], real_env: dict[str, str], exercise: str,
+                         tmp_path: Path) -> None:
+    """qos's unused constants and actions, p4runtime's read of hdr.myTunnel after its
+    setInvalid(), ...: the same lines, word for word, in the same order."""
+    src = programs[exercise]
+    _, real_err = _compile(["p4c-bm2-ss"], src, tmp_path / "real", real_env)
+    _, sim_err = _compile([sys.executable, "-m", "p4sim.cli", "compile"], src,
+                          tmp_path / "sim", None)
+    assert sim_err.splitlines() == real_err.splitlines()

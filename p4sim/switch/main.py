@@ -11,8 +11,9 @@ arguments, queues, egress ports; ``--log-level`` (trace, debug, info, warn, erro
 trace) filters it. Without either, the packet path is built without any trace hook.
 
 Target options after ``--`` (``--grpc-server-addr``, ``--cpu-port``, ``--priority-queues``) are
-accepted as simple_switch_grpc takes them. Options of BMv2 that do not apply are ignored with a
-warning.
+accepted as simple_switch_grpc takes them. Every other option of simple_switch_grpc 1.15.5's
+``--help`` is accepted with its arity (``IGNORED_OPTIONS``) and noted once at start as ignored,
+so a value such as ``--nanolog ipc://...``'s is never taken for the JSON file.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,43 @@ def test_p4c_common_options_compile(tmp_path: Path) -> None:
             "--p4runtime-files", str(tmp_path / "p.p4info.txtpb"), "-o", str(out)]
     assert compile_main(argv) == 0
     assert out.stat().st_size > 0 and (tmp_path / "p.p4info.txtpb").stat().st_size > 0
+
+
+def test_simple_switch_cli_queue_commands_of_the_tutorials(tmp_path: Path) -> None:
+    """mri's README sets queues with `simple_switch_CLI --thrift-port 9090` and
+    `set_queue_depth N` / `set_queue_rate N` typed in; the drop-in's simple_switch_CLI takes
+    them on standard input against a running p4sim switch."""
+    from p4sim.dropin import write_dropin
+    from p4sim.switch.admin import AdminServer
+    from p4sim.switch.dataplane import DataPlane
+
+    bin_dir, _ = write_dropin(tmp_path)
+    dp = DataPlane()
+    admin = AdminServer(dp, 0)
+    admin.start()
+    try:
+        proc = subprocess.run([str(bin_dir / "simple_switch_CLI"), "--thrift-port",
+                               str(admin.port)], input="set_queue_depth 30 2\n"
+                              "set_queue_rate 120 2\n", capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert dp.tm.queue(2).depth == 30 and dp.tm.rate(2) == 120
+    finally:
+        admin.stop()
+
+
+def test_dropin_tools_run_p4sim(tmp_path: Path) -> None:
+    from p4sim.dropin import write_dropin
+
+    bin_dir, py_dir = write_dropin(tmp_path)
+    out = subprocess.run([str(bin_dir / "simple_switch_grpc"), "--json-version"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "2.24"
+    probe = subprocess.run([sys.executable, "-c", "from p4.tmp import p4config_pb2 as m; "
+                            "from p4.v1 import p4runtime_pb2; c = m.P4DeviceConfig(); "
+                            "c.reassign = True; c.device_data = b'{}'; "
+                            "print(c.SerializeToString().hex())"],
+                           env={"PYTHONPATH": str(py_dir), "PATH": "/usr/bin:/bin"},
+                           capture_output=True, text=True, timeout=60)
+    # field 1 varint 1, field 3 two bytes "{}": PI's wire format of the message
+    assert probe.stdout.strip() == "08011a027b7d", probe.stderr

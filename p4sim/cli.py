@@ -6,6 +6,7 @@ must run any BMv2 JSON, not depend on compiler internals.
 
 from __future__ import annotations
 
+import gc
 import sys
 
 USAGE = """usage: p4sim {compile,switch,ctl,conformance,dropin} ...
@@ -25,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "compile":
         from p4sim.compile import main as run
     elif cmd == "switch":
+        # Start-up allocates many long-lived objects (gRPC, protobuf, generated code) and no
+        # cycles worth collecting: the switch turns the collector back on once it is up.
+        gc.disable()
         from p4sim.switch.main import main as run
     elif cmd == "ctl":
         from p4sim.switch.ctl import main as run

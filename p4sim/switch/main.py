@@ -220,6 +220,7 @@ def _run(dp: Any, ns: argparse.Namespace, ifaces: dict[int, str], stop: threadin
         # and skip everything allocated at start-up (generated code, protobuf modules).
         gc.freeze()
         gc.set_threshold(50_000, 50, 100)
+        gc.enable()  # `p4sim switch` starts with it off (p4sim.cli)
         ports.start(dp)
         port_list = ", ".join(f"{p}@{i}" for p, i in sorted(ifaces.items())) or "none"
         print(f"p4sim switch: device {ns.device_id} ports {port_list}"

@@ -303,6 +303,10 @@ def run(root: Path, name: str) -> dict[str, Any]:
     args = run_exercise.get_args()
     runner = run_exercise.ExerciseRunner(args.topo, args.log_dir, args.pcap_dir,
                                          args.switch_json, args.behavioral_exe, args.quiet)
+    # P4RuntimeSwitch opens /tmp/p4s.<switch>.log whatever the log folder: removed afterwards
+    # unless it was there before.
+    stray_logs = [Path(f"/tmp/p4s.{sw}.log") for sw in runner.switches]
+    stray_logs = [p for p in stray_logs if not p.exists()]
     started = time.monotonic()
     runner.create_network()
     hosts = Hosts(None)
@@ -319,6 +323,8 @@ def run(root: Path, name: str) -> dict[str, Any]:
     finally:
         hosts.stop_all()
         runner.net.stop()
+        for log in stray_logs:
+            log.unlink(missing_ok=True)
     return {"exercise": name, "ok": all(ok for ok, _ in checks.values()), "ready_s": ready,
             "checks": checks}
 

@@ -95,8 +95,11 @@ class ActionRegistry:
         inner = Env(env)
         runtime: list[Json] = []
         params: list[tuple[str, int, A.Param]] = []
+        # A directly called action has its data parameters bound by the call: no action data
+        # (p4c's JSON and P4Info list it with no parameters).
+        bound_params = {id(p) for p, _ in bound}
         for p in act.params:
-            if p.direction:
+            if p.direction or id(p) in bound_params:
                 continue
             w = T.bit_width(p.rtype)
             rd = {"type": "runtime_data", "value": len(runtime)}

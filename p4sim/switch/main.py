@@ -118,7 +118,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return ns
 
 
-def _interfaces(specs: list[str]) -> dict[int, str]:
+def parse_interfaces(specs: list[str]) -> dict[int, str]:
+    """simple_switch's ``-i PORT@IFACE`` options as port -> interface name."""
     out: dict[int, str] = {}
     for spec in specs:
         port, sep, ifname = spec.partition("@")
@@ -245,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         try:
-            ifaces = _interfaces(ns.interface)
+            ifaces = parse_interfaces(ns.interface)
         except ValueError as e:
             raise _Exit(2, str(e)) from None
         if ns.priority_queues < 1 or ns.priority_queues > 8:

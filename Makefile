@@ -7,7 +7,7 @@ TARGET_FLAG := $(if $(TARGET),--target $(TARGET),)
 PYTEST_FLAGS ?= -q -ra
 
 .PHONY: setup deps venv run test test-unit test-sim test-ptf test-e2e bench lint clean \
-        conformance conformance-expected test-toolchain test-reliability
+        conformance conformance-expected test-toolchain test-reliability test-tutorials
 
 setup: deps venv  ## system packages + venv + editable install
 
@@ -24,8 +24,8 @@ venv: $(BIN)/python
 run:  ## the main job: an emulated fabric on the embedded target, with a report
 	$(BIN)/cellfabric run $(TARGET_FLAG) $(RUN_ARGS)
 
-test:  ## everything CI runs: unit, simulator, PTF (each module a test), Mininet e2e, reliability, STF corpus (if ../shared)
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/sim tests/ptfsuite tests/e2e tests/reliability tests/conformance
+test:  ## everything CI runs: unit, simulator, PTF (each module a test), Mininet e2e, reliability, STF corpus and p4lang/tutorials (if ../shared)
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/sim tests/ptfsuite tests/e2e tests/reliability tests/conformance tests/tutorials
 
 test-unit:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit
@@ -38,6 +38,9 @@ test-sim:  ## the simulator's exactness and determinism tests (tests/sim)
 
 test-e2e:
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
+
+test-tutorials:  ## p4lang/tutorials' 12 exercises unchanged on p4sim and real BMv2 (needs ../shared), flags, P4Info, warnings
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/tutorials
 
 test-reliability:  ## bad-request battery (p4sim, and real BMv2 if ../shared/toolchains), fuzz, kill -9 loop
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/reliability

@@ -49,11 +49,12 @@ from cellfabric.core.workloads import (  # noqa: E402
 )
 from cellfabric.emulation.runner import RunConfig, RunError, execute  # noqa: E402
 from cellfabric.run_cli import parse_fail  # noqa: E402
+from hosts.cc import names as cc_names  # noqa: E402
 from topologies.generators import generate  # noqa: E402
 from topologies.model import Topology, load_topology  # noqa: E402
 
 SPRAYS = ["ecmp", "spray", "round-robin", "adaptive"]
-CCS = ["none", "dcqcn", "hpcc", "credit"]
+CCS = list(cc_names())  # every registered rate control
 
 
 def topo(name: str, **fabric: Any) -> Topology:

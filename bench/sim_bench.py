@@ -40,17 +40,21 @@ from cellfabric.core.workloads import incast, permutation, ring_allreduce, ring_
 from cellfabric.run_cli import pods_of_leaves  # noqa: E402
 from cellfabric.sim.hostsetup import SimSettings  # noqa: E402
 from cellfabric.sim.run import SimConfig, execute_sim  # noqa: E402
+from hosts.cc import algorithm as cc_algorithm  # noqa: E402
+from hosts.cc import names as cc_names  # noqa: E402
 from topologies.generators import generate  # noqa: E402
 
 SETTINGS = SimSettings(link_rate_bps=100_000_000_000, hop_delay_ns=1000,
                        buffer_bytes=512 * 1024, seed=1, scale_ecn=True)
-CCS = ["none", "dcqcn", "hpcc", "credit", "credit-rts"]
-RTS_CELLS = 1  # credit-rts: --credit-unscheduled 1
+# every registered rate control, and each that grants credits once more as NAME-rts: its
+# first cell only a request to send (--credit-unscheduled 1)
+CCS = [*cc_names(), *(f"{n}-rts" for n in cc_names() if cc_algorithm(n).grants)]
+RTS_CELLS = 1
 
 
 def cc_of(name: str) -> tuple[str, int | None]:
     """A bench rate-control name -> (--cc, --credit-unscheduled)."""
-    return ("credit", RTS_CELLS) if name == "credit-rts" else (name, None)
+    return (name.removesuffix("-rts"), RTS_CELLS) if name.endswith("-rts") else (name, None)
 
 
 def fat_tree(k: int, spray: str, cc: str):

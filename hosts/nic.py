@@ -1,4 +1,5 @@
-"""A NIC port: one AF_PACKET socket opened once, plus the link's state from sysfs.
+"""A NIC port: what a host program needs of one (``NicPort``), and the emulation's, one
+AF_PACKET socket opened once plus the link's state from sysfs (``PacketSocketPort``).
 
 The socket is bound to ETH_P_IP, not ETH_P_ALL, so the kernel does not hand our own
 transmissions back to us (outgoing frames only reach ETH_P_ALL taps).
@@ -9,6 +10,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 ETH_P_IP = 0x0800
 RECV_BUF = 4 * 1024 * 1024
@@ -64,12 +66,43 @@ class RocePortClaim:
             self.sock = None
 
 
+class NicPort(Protocol):
+    """One NIC port as the sender and the receiver use it: its identity, the state they keep
+    on it (``PortState``), and frames in and out. The emulation's ``PacketSocketPort`` and the
+    simulator's ports both are one."""
+
+    index: int
+    ifname: str
+    mac: str
+    # the socket the emulated loops wait on (None: frames are handed over, never polled)
+    sock: socket.socket | None
+    up: bool
+    down_reason: str
+    down_since: float
+    sent: int
+    send_errors: int
+    last_progress: float
+    inflight_hint: int
+    events: list[dict[str, object]]
+
+    def open(self) -> NicPort: ...
+
+    def send(self, frame: bytes | bytearray) -> bool: ...
+
+    def recv_into(self, buf: bytearray) -> int: ...
+
+    def oper_up(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
-class NicPort:
+class PortState:
+    """What a host program keeps per port, whatever carries its frames."""
+
     index: int
     ifname: str
     mac: str = ""
-    sock: socket.socket | None = None
     up: bool = True
     down_reason: str = ""
     down_since: float = 0.0
@@ -79,7 +112,14 @@ class NicPort:
     inflight_hint: int = 0
     events: list[dict[str, object]] = field(default_factory=list)
 
-    def open(self) -> NicPort:
+
+@dataclass
+class PacketSocketPort(PortState):
+    """The emulation's port: an AF_PACKET socket on the interface, link state from sysfs."""
+
+    sock: socket.socket | None = None
+
+    def open(self) -> PacketSocketPort:
         if not self.mac:
             self.mac = iface_mac(self.ifname)
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))

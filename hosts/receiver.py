@@ -9,6 +9,7 @@ arrive with ECN = CE; the most recent INT stack rides back in the next ACK.
 
 from __future__ import annotations
 
+import math
 import select
 import socket
 import struct
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 from hosts import wire
 from hosts.cc.credit import CreditGranter, CreditParams
 from hosts.cells import RoceFrame, UdpFramer, parse_roce
-from hosts.nic import NicPort
+from hosts.config import ReceiverConfig
+from hosts.nic import NicPort, PacketSocketPort
 from hosts.reorder import MessageAssembler, ReorderBuffer
 from hosts.sack import encode_ack, encode_cnp
 
@@ -28,27 +30,6 @@ from hosts.sack import encode_ack, encode_cnp
 # on a socket, or the next deadline of ``tick``. Polling on a fixed fine tick instead cost
 # each idle receiver 13% of a core, and a fat-tree's 16 of them the machine's two cores.
 IDLE_WAIT_S = 0.02
-
-
-@dataclass
-class ReceiverConfig:
-    ifaces: list[str]
-    ack_every: int = 4
-    ack_delay_s: float = 0.0005
-    nak_holdoff_s: float = 0.003
-    cnp_interval_s: float = wire.CNP_INTERVAL_US * 1e-6
-    window: int = 4096
-    credit_cells_per_s: float = 0.0  # > 0: receiver-driven credits at this downlink rate
-    credit_initial_cells: int = 16
-    credit_window_cells: int = 0  # > 0: at most this many granted cells on their way (credit.py)
-    credit_idle_s: float = 0.05  # a flow silent this long gets no more grants
-    duration_s: float = 0.0
-    expect_messages: int = 0  # stop once this many messages arrived (all flows together)
-    linger_s: float = 0.5  # keep answering retransmissions this long after that
-    collector: tuple[str, int] | None = None
-    node_id: int = 0
-    keep_records: int = 10000
-    start_psn: int = 0
 
 
 @dataclass
@@ -94,7 +75,7 @@ class Receiver:
         self.cfg = cfg
         self.clock = clock
         self.ports = ports if ports is not None else [
-            NicPort(i, name) for i, name in enumerate(cfg.ifaces)]
+            PacketSocketPort(i, name) for i, name in enumerate(cfg.ifaces)]
         self.flows: dict[tuple[bytes, int], Flow] = {}
         self.granter = (CreditGranter(CreditParams(cfg.credit_cells_per_s,
                                                    initial_cells=cfg.credit_initial_cells,
@@ -273,6 +254,17 @@ class Receiver:
         earns ``ack_every`` grants in about N ACK delays."""
         assert self.granter is not None
         return self.cfg.ack_delay_s * max(1, len(self.granter.flows))
+
+    def begin(self) -> None:
+        """Nothing starts a receiver: it answers what arrives (``hosts.program``)."""
+
+    def poll(self, now: float) -> float:
+        """``tick`` at ``now``, then when it is next due (``math.inf``: when a frame comes),
+        always after ``now``. A receiver is never done by itself: it serves until its host
+        stops it (``run`` ends on its own duration and linger)."""
+        self.tick(now)
+        due = self.next_deadline(now)
+        return math.inf if due is None else max(due, math.nextafter(now, math.inf))
 
     def next_deadline(self, now: float) -> float | None:
         """The earliest time ``tick`` has something to do (an ACK delay, a NAK hold-off or a

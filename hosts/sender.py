@@ -8,68 +8,24 @@ no ACK for ``port_timeout_s``; everything in flight on it is then resent on the 
 
 from __future__ import annotations
 
+import math
 import select
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from hosts import wire
 from hosts.arrivals import Arrivals, poisson_arrivals
-from hosts.cc import RateController, make_controller
+from hosts.cc import LineContext, RateController, controller_for
 from hosts.cc.hpcc import HopSample
 from hosts.cells import CellTemplate, message_bytes, message_crc, parse_roce
+from hosts.config import CREDIT_PROBE_S, HEALTH_INTERVAL_S, SenderConfig
 from hosts.layers import parse_int_block
-from hosts.nic import NicPort
+from hosts.nic import NicPort, PacketSocketPort
 from hosts.ratelimit import TokenBucket
 from hosts.sack import decode_ack
 from hosts.transport import OutMessage, SenderTransport
 
-HEALTH_INTERVAL_S = 0.01
-CREDIT_PROBE_S = 0.1  # grant starvation after which one probe cell goes (hosts.cc.credit)
-
-
-@dataclass
-class SenderConfig:
-    ifaces: list[str]
-    dst_macs: list[str]
-    src_ip: str
-    dst_ip: str
-    qpn: int = 1
-    payload_len: int = wire.CELL_PAYLOAD_DEFAULT
-    msg_size: int = 64 * 1024
-    count: int = 1  # messages; 0 = as many as fit in duration_s
-    duration_s: float = 0.0  # 0 = until ``count`` messages are done
-    drain_s: float = 5.0  # after duration_s, how long to wait for outstanding messages
-    # Offered load: messages arrive as a Poisson process of this mean gap (hosts.arrivals),
-    # each timed from its arrival; 0 = back to back, each timed from its first cell.
-    mean_gap_s: float = 0.0
-    arrival_seed: int = 0
-    cc: str = "none"
-    rate_bps: float = 0.0  # line rate; 0 = unlimited
-    cc_params: dict[str, object] = field(default_factory=dict)
-    int_source: bool = False
-    link_bps: float = 0.0  # HPCC's B per hop (0 = rate_bps)
-    link_pps: float = 0.0  # > 0: the links' rate counts packets (emulated links), see _int_hops
-    rto_s: float = 0.05
-    sack_holdoff_s: float = 0.005
-    max_inflight_cells: int = 1024
-    port_timeout_s: float = 0.2
-    port_retry_s: float = 1.0  # a port failed for lack of ACKs is tried again after this
-    sport: int = 49152
-    seed: int = 0
-    src_macs: list[str] = field(default_factory=list)
-    start_psn: int = 0
-    credit_initial_cells: int = 16  # credit mode: cells allowed before the first grant
-    # credit mode: grant starvation after which one probe cell goes. It must exceed the time
-    # between two grants of this flow (flows sharing the receiver x its cell time), or probes
-    # become unscheduled traffic of their own.
-    credit_probe_s: float = CREDIT_PROBE_S
-    # How often timeouts and port health are checked, and how long to wait when there is
-    # nothing to send (a new frame ends the wait early: the socket wakes the loop, and what
-    # pacing holds back is waited for exactly). A finer idle poll only burns CPU: 16 senders
-    # polling every 0.5 ms took a fat-tree emulation's cores from its switches.
-    health_interval_s: float = HEALTH_INTERVAL_S
-    idle_poll_s: float = HEALTH_INTERVAL_S
+__all__ = ["CREDIT_PROBE_S", "HEALTH_INTERVAL_S", "Sender", "SenderConfig"]
 
 
 class Sender:
@@ -90,12 +46,13 @@ class Sender:
         self.arrivals: Arrivals | None = poisson_arrivals(
             cfg.count, cfg.mean_gap_s, cfg.arrival_seed) if cfg.mean_gap_s > 0 else None
         self.ports = ports if ports is not None else [
-            NicPort(i, name, cfg.src_macs[i] if i < len(cfg.src_macs) else "")
+            PacketSocketPort(i, name, cfg.src_macs[i] if i < len(cfg.src_macs) else "")
             for i, name in enumerate(cfg.ifaces)]
         self.transport = SenderTransport(
             payload_len=cfg.payload_len, rto_s=cfg.rto_s, sack_holdoff_s=cfg.sack_holdoff_s,
             max_inflight_cells=cfg.max_inflight_cells, start_seq=cfg.start_psn)
-        self.cc: RateController = make_controller(cfg.cc, cfg.rate_bps, **cfg.cc_params)
+        line = LineContext(cfg.rate_bps, cfg.frame_bytes, cfg.time_scale, cfg.base_rtt_s)
+        self.cc: RateController = controller_for(cfg.cc, line, cfg.cc_params)
         if self.cc.uses_grants():
             self.transport.grant = cfg.start_psn + cfg.credit_initial_cells
         self.bucket = TokenBucket(self.cc.rate_bps(), burst_bytes=4 * (cfg.payload_len + 100))
@@ -194,10 +151,18 @@ class Sender:
 
     def poll(self, now: float) -> float | None:
         """Everything due at ``now`` except receiving: rate-control timers, timeouts, port
-        health, sending. Returns the seconds until it is due again (0: at once; a received
-        frame may make it due sooner), or None when the run is over."""
+        health, sending. Returns when it is due again (``now``: at once; a received frame may
+        make it due sooner), or None when the run is over (``hosts.program``)."""
         if self.finished(now):
             return None
+        wait = self._step(now)
+        if not wait:
+            return now
+        # a wait too short to move a float clock still moves it: the least step there is
+        return max(now + wait, math.nextafter(now, math.inf))
+
+    def _step(self, now: float) -> float:
+        """``poll``'s work; the seconds until it is due again."""
         self.cc.tick(now)
         if now >= self._next_health:
             self._next_health = now + self.cfg.health_interval_s
@@ -223,10 +188,11 @@ class Sender:
                     if not n:
                         break
                     self.on_frame(rx, n, now, port)
-            wait = self.poll(now)
-            if wait is None:
+            due = self.poll(now)
+            if due is None:
                 break
-            if wait:
+            wait = due - now
+            if wait > 0:
                 socks = [p.sock for p in self.ports]
                 select.select(socks, [], [], min(wait, self.cfg.health_interval_s))
         return self.metrics(self.clock() - start)

@@ -148,6 +148,21 @@ INT_HOP_ML = hop_words(INT_INSTRUCTIONS)
 INT_MD_HEADER_LEN = 12
 INT_SHIM_LEN = 4
 
+# Frame sizes, from the formats above (Ethernet II, IPv4 without options, UDP).
+ETH_LEN, IPV4_LEN, UDP_LEN, AETH_LEN, SACK_HEADER_LEN = 14, 20, 8, 4, 12
+
+
+def cell_frame_bytes(payload_len: int, int_source: bool) -> int:
+    """A data cell's frame: Ethernet, IPv4, UDP, the INT shim and INT-MD header if the host
+    is the INT source, BTH, payload, ICRC."""
+    int_len = INT_SHIM_LEN + INT_MD_HEADER_LEN if int_source else 0
+    return ETH_LEN + IPV4_LEN + UDP_LEN + int_len + BTH_LEN + payload_len + ICRC_LEN
+
+
+# An ACK with its SACK block (no INT echo): the feedback a receiver sends every ACK_EVERY cells.
+ACK_FRAME_BYTES = (ETH_LEN + IPV4_LEN + UDP_LEN + BTH_LEN + AETH_LEN + SACK_HEADER_LEN
+                   + SACK_BITMAP_BYTES + ICRC_LEN)
+
 
 def psn_unwrap(psn: int, reference: int) -> int:
     """The unbounded sequence number nearest ``reference`` whose low 24 bits are ``psn``."""

@@ -13,18 +13,17 @@ import signal
 import socket
 import sys
 
+from p4sim.switch.main import parse_interfaces
+
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 
 
 def _parse_ports(specs: list[str]) -> dict[int, str]:
-    ports: dict[int, str] = {}
-    for spec in specs:
-        num, sep, ifname = spec.partition("@")
-        if not sep or not num.isdigit() or not ifname:
-            raise SystemExit(f"forwarder: error: bad -i '{spec}' (expected PORT@IFNAME)")
-        ports[int(num)] = ifname
-    return ports
+    try:
+        return parse_interfaces(specs)  # the switch's own -i syntax
+    except ValueError as err:
+        raise SystemExit(f"forwarder: error: {err}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

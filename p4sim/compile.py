@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -24,6 +25,7 @@ class Options:
     includes: list[str] = field(default_factory=list)
     defines: dict[str, str] = field(default_factory=dict)
     warnings_are_errors: bool = False  # --Werror
+    disabled: set[str] = field(default_factory=set)  # --Wdisable[=KIND] ("" = all)
 
 
 class UsageError(Exception):
@@ -64,9 +66,18 @@ def parse_args(argv: list[str]) -> Options:
         elif a.startswith("--p4v"):
             if value("--p4v") not in ("16", "1.6"):
                 raise UsageError("only --p4v 16 is supported")
+        elif a.startswith("-U"):
+            o.defines.pop(value("-U"), None)
         elif a == "--Werror":
             o.warnings_are_errors = True
-        elif a in ("-v", "--emit-externs") or a.startswith(("--Wdisable", "--Wwarn")):
+        elif a == "--maxErrorCount":
+            value("--maxErrorCount")  # p4sim stops at its first error
+        elif a == "--version":
+            raise UsageError("version")
+        elif a.startswith("--Wdisable"):
+            o.disabled.add(a.partition("=")[2])
+        elif a in ("-v", "--emit-externs", "--nocpp") or a.startswith(
+                ("--Wwarn", "--Winfo", "--Werror=", "-O")):
             pass  # accepted for p4c-bm2-ss compatibility; p4sim has no verbosity levels
         elif a.startswith("--std"):
             if value("--std") not in ("p4-16", "p4_16"):
@@ -110,7 +121,10 @@ def compile_program(opts: Options, warnings: list[str] | None = None
         prog = parse(tokenize(pp))
         checker = typecheck(prog)
         seen: set[str] = set()
+        covered = _report_p4c_warnings(prog, pp.sources, opts, warnings)
         for w in checker.warnings:
+            if w.loc in covered or "" in opts.disabled:
+                continue  # p4c's own wording of it was given
             text = w.render(pp.sources, opts.source, kind="warning")
             if text in seen:
                 continue  # one constant checked twice (an overload tried, then chosen)
@@ -127,6 +141,44 @@ def compile_program(opts: Options, warnings: list[str] | None = None
     return doc, info, builder
 
 
+def _report_p4c_warnings(prog: object, sources: dict[str, list[str]], opts: Options,
+                         warnings: list[str] | None) -> set[object]:
+    """p4c's warnings (p4sim.frontend.warnings) into ``warnings``; raises the first as an
+    error with --Werror. Returns the places reported, so the checker's own notes of the same
+    literal are not repeated."""
+    from p4sim.frontend.warnings import p4c_warnings
+
+    covered: set[object] = set()
+    for n, group in enumerate(p4c_warnings(prog, sources)):  # type: ignore[arg-type]
+        errors: list[str] = []
+        for d in group:
+            if "" in opts.disabled or d.option in opts.disabled:
+                continue
+            covered.add(d.origin or d.loc)
+            if opts.warnings_are_errors and d.level == "warning":
+                errors.append(dataclasses.replace(d, level="error").render(sources))
+            elif warnings is not None:
+                warnings.append(d.render(sources))
+        if errors:  # p4c reports the pass's every one as an error, then stops (its parser
+            # with a count of them)
+            tail = [f"[--Werror=overlimit] error: {len(errors)} errors encountered, aborting "
+                    "compilation"] if n == 0 else []
+            raise _RenderedErrors([*errors, *tail])
+    return covered
+
+
+class _RenderedErrors(CompileError):
+    """p4c's warnings turned errors by --Werror, already in p4c's words."""
+
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__(None, texts[0].splitlines()[0])
+        self.texts = texts
+
+    def render(self, sources: dict[str, list[str]], fallback: str = "",
+               kind: str = "error") -> str:
+        return "\n".join(self.texts)
+
+
 def write_p4info(info: object, path: str, fmt: str | None) -> None:
     from google.protobuf import json_format, text_format
 
@@ -140,6 +192,9 @@ def write_p4info(info: object, path: str, fmt: str | None) -> None:
         if kind == "json":
             f.write(json_format.MessageToJson(info))  # type: ignore[arg-type]
         else:
+            # p4c heads its text format with protobuf's file/message comments.
+            f.write("# proto-file: p4/config/v1/p4info.proto\n"
+                    "# proto-message: p4.config.v1.P4Info\n\n")
             f.write(text_format.MessageToString(info))  # type: ignore[arg-type]
 
 
@@ -148,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts = parse_args(args)
     except UsageError as e:
+        if str(e) == "version":
+            print("p4sim compile (p4c-bm2-ss 1.2.5 command line)")
+            return 0
         if str(e):
             print(f"p4sim compile: error: {e}", file=sys.stderr)
         print(USAGE, file=sys.stderr)

@@ -22,8 +22,9 @@ from typing import Any
 
 import yaml
 
+from hosts.cc import NAMES as CC_MODES  # the rate controls registered (hosts.cc), read live
+
 SPRAY_MODES = ("ecmp", "spray", "round-robin", "adaptive")
-CC_MODES = ("none", "dcqcn", "hpcc", "credit")
 ROLES = {"leaf": 1, "spine": 2, "core": 3}
 INT_MODES = ("off", "host-sink", "switch-sink")
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,5}$")  # short: names end up inside interface names

@@ -14,6 +14,7 @@ from cellfabric.core.hostplan import (
     read_metrics,
 )
 from cellfabric.core.report import RunMetrics
+from hosts import wire
 from topologies.model import Topology
 
 
@@ -112,7 +113,7 @@ def step_durations(m: RunMetrics, step_times: list[dict[str, Any]]) -> list[dict
 
 def _rate_samples(data: dict[str, Any], cell: int) -> list[list[float]]:
     """The sender's rate history (bits/s) as cells per second over wall-clock time."""
-    frame_bits = 8 * max(1, int((data.get("cells") or {}).get("frame_bytes", cell + 58)))
+    frame_bits = 8 * max(1, int((data.get("cells") or {}).get("frame_bytes", wire.cell_frame_bytes(cell, False))))
     start = data.get("wall_start")
     rows = []
     for t, bps in data.get("rate_history", []):

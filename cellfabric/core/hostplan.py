@@ -1,8 +1,10 @@
-"""The end-host programs of a run: command lines for each transfer, and their metrics.
+"""The end-host programs of a run: the configuration of each, and their metrics.
 
-One ``cellfabric host recv`` per destination host of a step (it serves every flow into that
-host), one ``cellfabric host send`` per transfer. Senders pace at their NIC's line rate (the
-host link's rate in packets per second) under the run's rate control.
+One receiver per destination host of a step (it serves every flow into that host), one sender
+per transfer. Senders pace at their NIC's line rate (the host link's rate in packets per
+second) under the run's rate control; what that rate control needs of the hosts comes from
+its registry entry (``hosts.cc``). The emulation runs each as ``cellfabric host send|recv``
+with the command line rendered from its configuration; the simulator runs the objects.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from cellfabric.core.workloads import Step, Transfer
 from controlplane.fabric_plan import data_rate
 from hosts import wire
 from hosts.arrivals import mean_gap_s
+from hosts.cc import CcAlgorithm, algorithm
+from hosts.cli import host_argv
+from hosts.config import ReceiverConfig, SenderConfig
 from hosts.wire import TELEMETRY_REPORT_PORT
 from topologies.model import Topology, router_mac
 
@@ -41,12 +46,32 @@ def cells_for(size: int, cell: int) -> int:
 
 @dataclass
 class HostPlan:
+    """One host program of a step: its configuration, where its metrics go, and (senders)
+    the transfer it carries; ``proc`` and ``log`` once the emulation started it."""
+
     host: str
-    argv: list[str]
+    config: SenderConfig | ReceiverConfig
     metrics: Path
     transfer: Transfer | None = None  # senders only
     proc: Any = None
     log: Path | None = None
+
+    def command(self) -> list[str]:
+        return [*host_cli(), *host_argv(self.config), "--metrics", str(self.metrics)]
+
+
+@dataclass
+class HostCommand:
+    """A host program given as its command line (the INT collector)."""
+
+    host: str
+    argv: list[str]
+    metrics: Path
+    proc: Any = None
+    log: Path | None = None
+
+    def command(self) -> list[str]:
+        return self.argv
 
 
 @dataclass
@@ -54,6 +79,8 @@ class StepPlan:
     index: int
     receivers: list[HostPlan] = field(default_factory=list)
     senders: list[HostPlan] = field(default_factory=list)
+    # the unscheduled cells the plan gave a granting rate control's hosts (None: their defaults)
+    credit_unscheduled: int | None = None
 
 
 def host_line_rate(topo: Topology, host: str) -> int:
@@ -63,9 +90,8 @@ def host_line_rate(topo: Topology, host: str) -> int:
 
 def cell_frame_bytes(topo: Topology, cc: str) -> int:
     """A data cell's frame as the sender builds it (INT shim when the host is the source)."""
-    int_source = cc == "hpcc" or host_reports(topo)
-    return (14 + 20 + 8 + (16 if int_source else 0) + wire.BTH_LEN + topo.fabric.cell_size
-            + wire.ICRC_LEN)
+    int_source = algorithm(cc).int_source or host_reports(topo)
+    return wire.cell_frame_bytes(topo.fabric.cell_size, int_source)
 
 
 def host_link_bps(topo: Topology, host: str, cc: str) -> float:
@@ -87,7 +113,7 @@ def path_switches(topo: Topology, src: str, dst: str) -> int:
     return topo.distances(src).get(dst, 2) - 1
 
 
-def time_scale(rate_pps: int) -> float:
+def time_scale(rate_pps: float) -> float:
     """How much slower this fabric's clock runs than a datacenter's: DCQCN's published timers
     (55 us, 50 us CNP interval...) assume a cell takes well under a microsecond on the wire;
     here a cell takes 1/rate seconds. Scaling by cell time / 5 us keeps the controllers'
@@ -95,7 +121,7 @@ def time_scale(rate_pps: int) -> float:
     return (1.0 / max(1, rate_pps)) / 5e-6
 
 
-def timing_args(rate_pps: int, depth: int = 64) -> dict[str, float]:
+def timing_args(rate_pps: float, depth: int = 64) -> dict[str, float]:
     """Loss-recovery timers scaled to the fabric's time base: at a few hundred packets per
     second a cell spends milliseconds per hop, so sprayed cells legitimately arrive tens of
     cell-times apart; hold-offs shorter than that would retransmit reordered, not lost, cells."""
@@ -146,85 +172,84 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
     """``ifname_of(host, nic_index)`` gives the Mininet interface name of a host's NIC.
     ``credit_unscheduled``: cells each credit flow sends before its first grant, with
     receivers capping granted cells in flight (None: the hosts' defaults, no cap)."""
-    plan = StepPlan(index)
-    fab = topo.fabric
+    algo = algorithm(cc)
+    plan = StepPlan(index, credit_unscheduled=credit_unscheduled if algo.grants else None)
     depth = max(lk.queue.depth for lk in topo.links)  # the deepest queue a cell may wait in
     expected: dict[str, int] = {}
     for t in step.transfers:
         expected[t.dst] = expected.get(t.dst, 0) + t.count
     for dst, count in sorted(expected.items()):
-        spec = topo.hosts[dst]
-        # A receiver that has every message keeps answering long enough for a sender whose
-        # last ACK was lost to time out and resend (two RTOs); the runner ends it sooner, as
-        # soon as the step's senders have all finished.
-        rto = timing_args(host_line_rate(topo, dst), depth)
-        linger = max(1.0, 2 * rto["rto"])
-        argv = [*host_cli(), "recv", "--expect-messages", str(count), "--linger",
-                f"{linger:.3f}", "--ack-every", str(ACK_EVERY)]
-        for i in range(len(spec.leaves)):
-            argv += ["--iface", ifname_of(dst, i)]
-        if cc == "credit":
-            argv += ["--credit-rate", str(host_line_rate(topo, dst))]
-            if credit_unscheduled is not None:
-                # a round trip in cell times, as HPCC's base RTT below: 8 per 3 switches
-                hops = max(path_switches(topo, t.src, dst) for t in step.transfers
-                           if t.dst == dst)
-                argv += ["--credit-initial", str(credit_unscheduled), "--credit-window",
-                         str(credit_window_cells(8.0 * max(hops, 1) / 3))]
-        if host_reports(topo):
-            collector = topo.hosts[str(fab.int.collector)]
-            argv += ["--collector", f"{collector.ip}:{TELEMETRY_REPORT_PORT}",
-                     "--node-id", str(1000 + hosts_index(topo, dst))]
-        rate = host_line_rate(topo, dst)
-        scale = time_scale(rate)
-        # Feedback paced to the link's time base: at most one ACK per ACK_EVERY cell times, and a
-        # NAK only for a gap older than the reordering spraying can cause.
-        argv += ["--cnp-interval-us", f"{50 * scale:.0f}",
-                 "--ack-delay", f"{ACK_EVERY / rate:.4f}",
-                 "--nak-holdoff", f"{timing_args(rate)['sack_holdoff']:.4f}"]
-        metrics = out_dir / f"step{index}-recv-{dst}.json"
-        argv += ["--metrics", str(metrics)]
-        plan.receivers.append(HostPlan(dst, argv, metrics))
+        cfg = _receiver(topo, step, dst, count, ifname_of, algo, credit_unscheduled, depth)
+        plan.receivers.append(HostPlan(dst, cfg, out_dir / f"step{index}-recv-{dst}.json"))
     for n, t in enumerate(step.transfers):
-        src = topo.hosts[t.src]
-        rate = host_line_rate(topo, t.src)
-        argv = [*host_cli(), "send", "--src-ip", src.ip, "--dst-ip", topo.hosts[t.dst].ip,
-                "--qp", str(qp_base + n), "--msg-size", str(t.size), "--count", str(t.count),
-                "--cell-size", str(fab.cell_size), "--cc", cc, "--rate", f"{rate}pps",
-                "--sport", str(t.sport or flow_sport(t.src, t.dst, qp_base + n)),
-                "--drain", "10"]
-        if t.load:
-            gap = mean_gap_s(t.size, t.load, host_link_bps(topo, t.src, cc))
-            argv += ["--mean-gap", repr(gap), "--arrival-seed", str(t.arrival_seed)]
-        for key, value in timing_args(rate, depth).items():
-            argv += [f"--{key.replace('_', '-')}", f"{value:.4f}"]
-        for i, leaf in enumerate(src.leaves):
-            argv += ["--iface", ifname_of(t.src, i),
-                     "--dst-mac", router_mac(topo.switches[leaf].device_id),
-                     "--src-mac", src.nic_mac(i)]
-        if cc == "credit":
-            sharing = sum(1 for x in step.transfers if x.dst == t.dst)
-            rate_dst = host_line_rate(topo, t.dst)
-            argv += ["--credit-probe", f"{max(0.1, 4.0 * sharing / rate_dst):.3f}"]
-            if credit_unscheduled is not None:
-                argv += ["--credit-initial", str(credit_unscheduled)]
-        if cc in ("dcqcn", "hpcc"):
-            argv += ["--time-scale", f"{time_scale(rate):.1f}"]
-        if cc != "hpcc" and host_reports(topo):
-            argv += ["--int-source"]
-        if cc == "hpcc":
-            # Base RTT: see hpcc_base_rtt_cells. The links' B
-            # is their whole line, which INT's tx bytes are measured against, not the data
-            # share the host sends at: against that, data alone reads u = 1 and HPCC cuts
-            # every flow below its share.
-            hops = path_switches(topo, t.src, t.dst)
-            line = min(lk.queue.rate_pps for lk in topo.links_of(t.src))
-            argv += ["--int-source", "--link-rate", f"{line}pps",
-                     "--cc-param", f"base_rtt_s={hpcc_base_rtt_cells(hops) / rate:.4f}"]
+        cfg = _sender(topo, step, t, qp_base + n, ifname_of, algo, credit_unscheduled, depth)
         metrics = out_dir / f"step{index}-send-{t.src}-{t.dst}.json"
-        argv += ["--metrics", str(metrics)]
-        plan.senders.append(HostPlan(t.src, argv, metrics, transfer=t))
+        plan.senders.append(HostPlan(t.src, cfg, metrics, transfer=t))
     return plan
+
+
+def _receiver(topo: Topology, step: Step, dst: str, count: int, ifname_of, algo: CcAlgorithm,
+              unscheduled: int | None, depth: int) -> ReceiverConfig:
+    rate = host_line_rate(topo, dst)
+    # A receiver that has every message keeps answering long enough for a sender whose
+    # last ACK was lost to time out and resend (two RTOs); the runner ends it sooner, as
+    # soon as the step's senders have all finished.
+    rto = timing_args(rate, depth)["rto"]
+    cfg = ReceiverConfig(
+        ifaces=[ifname_of(dst, i) for i in range(len(topo.hosts[dst].leaves))],
+        ack_every=ACK_EVERY, expect_messages=count, linger_s=max(1.0, 2 * rto),
+        # Feedback paced to the link's time base: at most one ACK per ACK_EVERY cell times,
+        # and a NAK only for a gap older than the reordering spraying can cause.
+        cnp_interval_s=50 * time_scale(rate) * 1e-6, ack_delay_s=ACK_EVERY / rate,
+        nak_holdoff_s=timing_args(rate)["sack_holdoff"])
+    if algo.grants:
+        cfg.credit_cells_per_s = float(rate)
+        if unscheduled is not None:
+            # a round trip in cell times, as HPCC's base RTT below: 8 per 3 switches
+            hops = max(path_switches(topo, t.src, dst) for t in step.transfers if t.dst == dst)
+            cfg.credit_initial_cells = unscheduled
+            cfg.credit_window_cells = credit_window_cells(8.0 * max(hops, 1) / 3)
+    if host_reports(topo):
+        collector = topo.hosts[str(topo.fabric.int.collector)]
+        cfg.collector = (collector.ip, TELEMETRY_REPORT_PORT)
+        cfg.node_id = 1000 + hosts_index(topo, dst)
+    return cfg
+
+
+def _sender(topo: Topology, step: Step, t: Transfer, qp: int, ifname_of, algo: CcAlgorithm,
+            unscheduled: int | None, depth: int) -> SenderConfig:
+    src = topo.hosts[t.src]
+    rate = host_line_rate(topo, t.src)
+    frame = cell_frame_bytes(topo, algo.name)
+    timers = timing_args(rate, depth)
+    nics = range(len(src.leaves))
+    cfg = SenderConfig(
+        ifaces=[ifname_of(t.src, i) for i in nics],
+        dst_macs=[router_mac(topo.switches[leaf].device_id) for leaf in src.leaves],
+        src_macs=[src.nic_mac(i) for i in nics], src_ip=src.ip, dst_ip=topo.hosts[t.dst].ip,
+        qpn=qp, msg_size=t.size, count=t.count, payload_len=topo.fabric.cell_size,
+        cc=algo.name, rate_bps=float(rate) * frame * 8,
+        sport=t.sport or flow_sport(t.src, t.dst, qp), drain_s=10.0,
+        rto_s=timers["rto"], sack_holdoff_s=timers["sack_holdoff"],
+        port_timeout_s=timers["port_timeout"],
+        int_source=algo.int_source or host_reports(topo), time_scale=time_scale(rate),
+        # see hpcc_base_rtt_cells
+        base_rtt_s=hpcc_base_rtt_cells(path_switches(topo, t.src, t.dst)) / rate)
+    if t.load:
+        cfg.mean_gap_s = mean_gap_s(t.size, t.load, host_link_bps(topo, t.src, algo.name))
+        cfg.arrival_seed = t.arrival_seed
+    if algo.int_source:
+        # The links' B is their whole line, which INT's tx bytes are measured against, not
+        # the data share the host sends at: against that, data alone reads u = 1 and HPCC
+        # cuts every flow below its share.
+        line = min(lk.queue.rate_pps for lk in topo.links_of(t.src))
+        cfg.link_bps, cfg.link_pps = float(line) * frame * 8, float(line)
+    if algo.grants:
+        sharing = sum(1 for x in step.transfers if x.dst == t.dst)
+        cfg.credit_probe_s = max(0.1, 4.0 * sharing / host_line_rate(topo, t.dst))
+        if unscheduled is not None:
+            cfg.credit_initial_cells = unscheduled
+    return cfg
 
 
 def read_metrics(path: Path) -> dict[str, Any] | None:

@@ -179,7 +179,7 @@ class FabricRun:
     def _start_collector(self, out: Path) -> None:
         """With a collector host, it runs the INT collector for the whole run: switch sinks
         send it Telemetry Reports, or (host-sink) the receiving hosts do."""
-        from cellfabric.core.hostplan import HostPlan, host_cli
+        from cellfabric.core.hostplan import HostCommand, host_cli
 
         fab = self.topo.fabric
         if fab.int.mode == "off" or not fab.int.collector:
@@ -187,7 +187,7 @@ class FabricRun:
         metrics = out / "collector.json"
         argv = [*host_cli(), "collect", "--records", str(out / "int.jsonl"),
                 "--metrics", str(metrics)]
-        self.collector = HostPlan(fab.int.collector, argv, metrics)
+        self.collector = HostCommand(fab.int.collector, argv, metrics)
         self._start(self.collector, out / "collector.log")
         time.sleep(1.0)
 
@@ -221,7 +221,7 @@ class FabricRun:
         node = self.fnet.host(hp.host)
         hp.log = log
         with open(log, "wb") as fh:
-            hp.proc = node.popen([*hp.argv, *extra], stdout=fh, stderr=subprocess.STDOUT)
+            hp.proc = node.popen([*hp.command(), *extra], stdout=fh, stderr=subprocess.STDOUT)
 
     def _run_step(self, plan: StepPlan) -> None:
         start_together(plan, self.cfg.run_dir / "hosts", self._start)

@@ -1,6 +1,5 @@
 """The host programs of a simulated step: the runner's own plan (``plan_step``: the same
-command lines `cellfabric run` starts in its Mininet hosts), parsed by the host CLI's own
-parser into the same configs, and run on simulated NICs.
+configurations `cellfabric run` starts in its Mininet hosts), run on simulated NICs.
 
 At the emulation's settings (packet mode) nothing is changed: every timer is the one the
 emulated run uses. At data-center settings (bit-rate mode) the plan sees each link as its
@@ -13,7 +12,6 @@ window from the fabric's real base RTT, health checks at a quarter RTO.
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, replace
 
@@ -22,18 +20,17 @@ from cellfabric.core.hostplan import (
     StepPlan,
     cell_frame_bytes,
     credit_window_cells,
-    host_cli,
     timing_args,
 )
 from cellfabric.sim.engine import Engine
 from cellfabric.sim.hostsim import Program, SimHost
 from hosts import wire
-from hosts.cli import parse_host_args, receiver_config, sender_config
-from hosts.receiver import Receiver, ReceiverConfig
-from hosts.sender import Sender, SenderConfig
+from hosts.config import ReceiverConfig, SenderConfig
+from hosts.receiver import Receiver
+from hosts.sender import Sender
 from topologies.model import EcnSpec, QueueSpec, Topology
 
-ACK_FRAME_BYTES = 14 + 20 + 8 + wire.BTH_LEN + 4 + 12 + wire.SACK_BITMAP_BYTES + wire.ICRC_LEN
+ACK_FRAME_BYTES = wire.ACK_FRAME_BYTES
 
 
 @dataclass(frozen=True)
@@ -131,77 +128,70 @@ def line_rate(topo: Topology, host: str) -> float:
     return min(lk.queue.rate_pps for lk in topo.links_of(host))
 
 
-def _data_center_send(args: argparse.Namespace, rtt: float, cell_s: float,
-                      depth: int) -> None:
-    """The plan writes its timers with 4 decimals of a second (fine at hundreds of packets per
-    second, zero at 100 Gb/s): the same formulas, unrounded, and never below what a round
+def data_center_sender(cfg: SenderConfig, rtt: float, cell_s: float, depth: int,
+                       unscheduled: int | None) -> SenderConfig:
+    """A planned sender at data-center settings. The plan's timers are sized for hundreds of
+    packets per second: the same formulas at this cell time, and never below what a round
     trip needs (in the emulation a hop's latency is far below one cell; here a round trip is
-    about a hundred cells, and a sprayed cell is only late after about two)."""
-    timers = timing_args(1 / cell_s, depth)  # type: ignore[arg-type]
-    args.rate = f"{1 / cell_s!r}pps"
-    if args.link_rate:
-        args.link_rate = args.rate
-    args.time_scale = 1.0
-    args.cc_param = [p for p in args.cc_param if not p.startswith("base_rtt_s=")]
-    if args.cc == "hpcc":
-        args.cc_param.append(f"base_rtt_s={rtt!r}")
+    about a hundred cells, and a sprayed cell is only late after about two). ``unscheduled``:
+    the plan's (None: a round trip of cells, at least credit's default 16)."""
+    timers = timing_args(1 / cell_s, depth)
+    rate_bps = (1 / cell_s) * cfg.frame_bytes * 8
     # A cell behind a full buffer waits ``depth`` cell times more than one on an idle path,
     # and SACKs of cells that took the idle path come back meanwhile: a hole younger than
     # that is a late cell, not a lost one (resending it only adds to the full queue).
-    args.sack_holdoff = max(timers["sack_holdoff"], 2 * rtt, rtt + depth * cell_s)
-    args.rto = max(timers["rto"], 8 * rtt)
-    args.port_timeout = max(timers["port_timeout"], args.rto)
-    args.credit_probe = max(4 * rtt, 64 * cell_s)
+    rto = max(timers["rto"], 8 * rtt)
+    return replace(
+        cfg, rate_bps=rate_bps, link_bps=rate_bps if cfg.link_bps else 0.0,
+        link_pps=0.0,  # the plan's rates are in packets/s; these links serialize bytes
+        time_scale=1.0, base_rtt_s=rtt,
+        sack_holdoff_s=max(timers["sack_holdoff"], 2 * rtt, rtt + depth * cell_s),
+        rto_s=rto, port_timeout_s=max(timers["port_timeout"], rto),
+        credit_probe_s=max(4 * rtt, 64 * cell_s),
+        health_interval_s=rto / 4, idle_poll_s=rto / 4,
+        credit_initial_cells=cfg.credit_initial_cells if unscheduled is not None
+        else max(16, math.ceil(rtt / cell_s)))
 
 
-def _tune_sender(cfg: SenderConfig, args: argparse.Namespace, rtt: float,
-                 cell_s: float) -> None:
-    cfg.link_pps = 0.0  # the plan's rates are in packets/s; these links serialize bytes
-    cfg.health_interval_s = cfg.rto_s / 4
-    cfg.idle_poll_s = cfg.health_interval_s
-    if args.credit_initial is None:  # --credit-unscheduled auto: a round trip of cells
-        cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
-
-
-def _tune_receiver(cfg: ReceiverConfig, args: argparse.Namespace, rtt: float,
-                   cell_s: float) -> None:
-    cfg.cnp_interval_s = wire.CNP_INTERVAL_US * 1e-6
-    cfg.ack_delay_s = ACK_EVERY * cell_s  # the plan's ACK_EVERY cell times
-    if cfg.credit_cells_per_s:
-        cfg.credit_cells_per_s = 1 / cell_s
-    cfg.nak_holdoff_s = max(40 * cell_s, 2 * rtt)
-    if args.credit_initial is None:
-        cfg.credit_initial_cells = max(16, math.ceil(rtt / cell_s))
-    if cfg.credit_window_cells:  # the fabric's real round trip, not the plan's estimate
-        cfg.credit_window_cells = credit_window_cells(rtt / cell_s)
-    cfg.credit_idle_s = 8 * rtt
+def data_center_receiver(cfg: ReceiverConfig, rtt: float, cell_s: float,
+                         unscheduled: int | None) -> ReceiverConfig:
+    """A planned receiver at data-center settings: DCQCN's published CNP interval, ACKs
+    after the plan's ACK_EVERY cell times, grants at the line's cell rate, and the credit
+    window from the fabric's real round trip, not the plan's estimate."""
+    return replace(
+        cfg, cnp_interval_s=wire.CNP_INTERVAL_US * 1e-6, ack_delay_s=ACK_EVERY * cell_s,
+        credit_cells_per_s=1 / cell_s if cfg.credit_cells_per_s else cfg.credit_cells_per_s,
+        nak_holdoff_s=max(40 * cell_s, 2 * rtt),
+        credit_initial_cells=cfg.credit_initial_cells if unscheduled is not None
+        else max(16, math.ceil(rtt / cell_s)),
+        credit_window_cells=credit_window_cells(rtt / cell_s) if cfg.credit_window_cells
+        else 0,
+        credit_idle_s=8 * rtt)
 
 
 def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: Engine,
                hosts: dict[str, SimHost], on_sender_done) -> list[Program]:
     """Create and start the step's receivers, then its senders; returns the senders."""
-    skip = len(host_cli())
     rtt = base_rtt_s(topo, s, cc) if s.bit_rate_mode else 0.0
     cell_s = cell_frame_bytes(topo, cc) * 8 / s.link_rate_bps if s.bit_rate_mode else 0.0
+    depth = max(lk.queue.depth for lk in topo.links)
     for hp in plan.receivers:
-        args = parse_host_args(hp.argv[skip:])
-        cfg = receiver_config(args)
+        rcfg = hp.config
+        assert isinstance(rcfg, ReceiverConfig)
         if s.bit_rate_mode:
-            _tune_receiver(cfg, args, rtt, cell_s)
+            rcfg = data_center_receiver(rcfg, rtt, cell_s, plan.credit_unscheduled)
         host = hosts[hp.host]
-        prog = Program(engine, Receiver(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces),
+        prog = Program(engine, Receiver(rcfg, clock=engine.clock, ports=host.nics(rcfg.ifaces),
                                         report_frames=True))
         prog.plan = hp
         host.receiver = prog
         prog.start()
     senders = []
     for hp in plan.senders:
-        args = parse_host_args(hp.argv[skip:])
+        cfg = hp.config
+        assert isinstance(cfg, SenderConfig)
         if s.bit_rate_mode:
-            _data_center_send(args, rtt, cell_s, max(lk.queue.depth for lk in topo.links))
-        cfg = sender_config(args)
-        if s.bit_rate_mode:
-            _tune_sender(cfg, args, rtt, cell_s)
+            cfg = data_center_sender(cfg, rtt, cell_s, depth, plan.credit_unscheduled)
         host = hosts[hp.host]
         node = Sender(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces))
         node.open()

@@ -10,6 +10,7 @@ to the program it is for: data cells to the receiver, ACKs and CNPs to the sende
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +18,8 @@ from typing import Any
 from cellfabric.sim.engine import NS, Engine, to_ns
 from hosts import wire
 from hosts.cells import parse_roce
-from hosts.nic import NicPort
-from hosts.receiver import Receiver
-from hosts.sender import Sender
+from hosts.nic import NicPort, PortState
+from hosts.program import HostProgram
 
 SEND_BUFFER_BYTES = 4 << 20  # like the emulated NIC socket's send buffer: beyond, send fails
 
@@ -60,10 +60,12 @@ class HostWire:
 
 
 @dataclass
-class SimNic(NicPort):
-    """A host program's view of one NIC port (``hosts.nic.NicPort``'s interface)."""
+class SimNic(PortState):
+    """A host program's view of one NIC port (a ``hosts.nic.NicPort``): frames go onto its
+    host's wire and arrive through ``SimHost.receive``."""
 
     wire: HostWire | None = None
+    sock: None = None  # no socket to wait on
 
     def open(self) -> SimNic:
         return self
@@ -90,7 +92,7 @@ class Program:
     """Drives one host program on the engine: runs it at its next deadline, and at once after
     each frame it receives. A wake-up made stale by a newer one is skipped when it fires."""
 
-    def __init__(self, engine: Engine, node: Sender | Receiver,
+    def __init__(self, engine: Engine, node: HostProgram,
                  on_done: Callable[[Program], None] | None = None) -> None:
         self.engine = engine
         self.node = node
@@ -105,8 +107,7 @@ class Program:
         return self.node.ports[index]
 
     def start(self) -> None:
-        if isinstance(self.node, Sender):
-            self.node.begin()
+        self.node.begin()
         self._run()
 
     def receive(self, frame: bytes, nic: int) -> None:
@@ -123,22 +124,16 @@ class Program:
     def _run(self) -> None:
         self.polls += 1
         now = self.engine.clock()
-        node = self.node
-        if isinstance(node, Sender):
-            wait = node.poll(now)
-            if wait is None:
-                self.done = True
-                if self.on_done is not None:
-                    self.on_done(self)
-                return
-            # A wait shorter than a nanosecond is still a wait: the clock must move on.
-            at = self.engine.now + (max(1, to_ns(wait)) if wait > 0 else 0)
-        else:
-            node.tick(now)
-            deadline = node.next_deadline(now)
-            if deadline is None:
-                return
-            at = max(self.engine.now + 1, to_ns(deadline))
+        deadline = self.node.poll(now)
+        if deadline is None:
+            self.done = True
+            if self.on_done is not None:
+                self.on_done(self)
+            return
+        if deadline == math.inf:
+            return  # nothing due until a frame arrives
+        # A deadline after now is at least a nanosecond later: the clock must move on.
+        at = max(self.engine.now + 1, to_ns(deadline)) if deadline > now else self.engine.now
         if self.wake_at is None or at < self.wake_at or self.wake_at < self.engine.now:
             self.wake_at = at
             self.engine.at(at, self._wake, at)
@@ -158,7 +153,7 @@ class SimHost:
         # payloads (hosts.collector.Collector.ingest)
         self.collector: Callable[[bytes], None] | None = None
 
-    def nics(self, ifaces: list[str]) -> list[SimNic]:
+    def nics(self, ifaces: list[str]) -> list[NicPort]:
         return [SimNic(i, name, self.macs[i], wire=self.wires[i])
                 for i, name in enumerate(ifaces)]
 

@@ -11,6 +11,7 @@ and the wire itself is instant, as a veth is.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,13 +65,13 @@ class SimSwitch:
     """A DataPlane driven by the engine: frames in at their arrival time, ``poll`` at every
     deadline the traffic manager names."""
 
-    def __init__(self, engine: Engine, name: str, device_id: int) -> None:
+    def __init__(self, engine: Engine, name: str, device_id: int, rng: random.Random) -> None:
         self.engine = engine
         self.name = name
         self.wires: dict[int, Wire] = {}
         self.dp = DataPlane(device_id=device_id, priorities=PRIORITY_QUEUES,
                             transmit=self._transmit, wake=self._wake,
-                            clock=lambda: engine.now)
+                            clock=lambda: engine.now, rng=rng)
         self.poll_at: int | None = None
         self.received = 0
         self.peak: dict[int, int] = {}  # port -> most packets queued at once
@@ -123,6 +124,7 @@ class SimFabric:
     topo: Topology
     engine: Engine
     model: LinkModel
+    seed: int = 0  # every switch's random() draws from its own generator, seeded from this
     switches: dict[str, SimSwitch] = field(default_factory=dict)
     hosts: dict[str, SimHost] = field(default_factory=dict)
     # link name -> the wires of both directions (switch Wire or HostWire)
@@ -131,13 +133,19 @@ class SimFabric:
     def build(self) -> None:
         topo, engine = self.topo, self.engine
         for name, sw in topo.switches.items():
-            self.switches[name] = SimSwitch(engine, name, sw.device_id)
+            self.switches[name] = SimSwitch(engine, name, sw.device_id, self.switch_rng(name))
         for name, h in topo.hosts.items():
             self.hosts[name] = SimHost(name, [h.nic_mac(i) for i in range(len(h.leaves))])
             self.hosts[name].wires = [None] * len(h.leaves)  # type: ignore[list-item]
         for lk in topo.links:
             self.link_wires[lk.name] = [self._wire(lk.a, lk.a_port, lk.b, lk.b_port),
                                         self._wire(lk.b, lk.b_port, lk.a, lk.a_port)]
+
+    def switch_rng(self, name: str) -> random.Random:
+        """The switch's own generator (fabric.p4's random(): ECN marking), injected like its
+        clock, so a run is a function of its seed and the draws of one switch do not depend
+        on the order in which the others' packets happen to be processed."""
+        return random.Random(f"{self.seed}:{name}")
 
     def _deliver_to(self, node: str, port: int) -> Any:
         if node in self.switches:

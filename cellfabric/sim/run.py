@@ -10,7 +10,6 @@ run the workload's steps on the engine, and report in `cellfabric run`'s format.
 from __future__ import annotations
 
 import json
-import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -85,7 +84,8 @@ class SimRun:
         self.engine = Engine()
         s = cfg.settings
         self.fabric = SimFabric(cfg.topo, self.engine,
-                                LinkModel(s.link_rate_bps, s.hop_delay_ns, s.buffer_bytes))
+                                LinkModel(s.link_rate_bps, s.hop_delay_ns, s.buffer_bytes),
+                                seed=s.seed)
         self.local: LocalFabric | None = None
         self.controller: FabricController | None = None
         self.steps: list[StepPlan] = []
@@ -141,7 +141,6 @@ class SimRun:
     # -- workload ---------------------------------------------------------------------------
     def start_workload(self) -> None:
         cfg, engine = self.cfg, self.engine
-        random.seed(cfg.settings.seed)  # fabric.p4's random() (ECN marking) draws from it
         _say(cfg, f"[3/4] workload {cfg.workload.name}: {len(cfg.workload.steps)} step(s), "
                   f"{cfg.workload.total_bytes / 1e6:.2f} MB, cc {cfg.cc}, "
                   f"spray {self.topo.fabric.spray}, {self._describe_links()}")

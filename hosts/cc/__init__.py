@@ -1,4 +1,7 @@
-"""Rate controllers a sender can run: ``none``, ``dcqcn``, ``hpcc``, ``credit``.
+"""Rate controllers a sender can run, in a registry: one ``CcAlgorithm`` per algorithm says
+everything the hosts and the harness need of it (``none``, ``dcqcn``, ``hpcc``, ``credit`` are
+registered below; ``register`` adds one from anywhere, and every mode list, CLI choice and
+plan follows).
 
 Each wraps a pure core (state in small frozen dataclasses, functions checked by unit tests
 against the papers' formulas) behind one small interface the sender calls.
@@ -6,11 +9,10 @@ against the papers' formulas) behind one small interface the sender calls.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from hosts.cc import dcqcn, hpcc
-
-NAMES = ("none", "dcqcn", "hpcc", "credit")
 
 
 @dataclass
@@ -133,15 +135,132 @@ class CreditController(RateController):
         return True
 
 
+@dataclass(frozen=True)
+class LineContext:
+    """What a rate control's default parameters may depend on: the sender's line rate (bits
+    per second), its cell frame, how much slower the fabric's clock runs than the one the
+    algorithm's paper assumes, and the path's idle round trip (0: unknown)."""
+
+    rate_bps: float
+    frame_bytes: int
+    time_scale: float = 1.0
+    base_rtt_s: float = 0.0
+
+
+def _no_defaults(_: LineContext) -> dict[str, object]:
+    return {}
+
+
+@dataclass(frozen=True)
+class CcAlgorithm:
+    """One congestion-control algorithm: its controller factory (line rate in bits/s and the
+    complete parameters), its default parameters at a sender's line and time base, and what
+    the rest of the fabric must do for it."""
+
+    name: str
+    controller: Callable[[float, dict[str, object]], RateController]
+    defaults: Callable[[LineContext], dict[str, object]] = _no_defaults
+    # the switches' INT: cells leave the sender with an INT-MD header and the receiver echoes
+    # the hop stacks in its ACKs; the per-hop bandwidth the algorithm reads them against is
+    # the links' whole line
+    int_source: bool = False
+    # the receiver grants credits at its downlink's rate (receiver-driven scheduling); the
+    # sender starts with unscheduled cells and probes when starved of grants
+    grants: bool = False
+    help: str = ""
+
+
+_REGISTRY: dict[str, CcAlgorithm] = {}
+
+
+def register(algo: CcAlgorithm) -> CcAlgorithm:
+    if algo.name in _REGISTRY:
+        raise ValueError(f"rate control '{algo.name}' is registered already")
+    _REGISTRY[algo.name] = algo
+    return algo
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def algorithm(name: str) -> CcAlgorithm:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown rate control '{name}' (expected one of "
+                         f"{', '.join(_REGISTRY)})") from None
+
+
+class _Names(Sequence[str]):
+    """The registered names as they are when read (argparse choices, topology checks), so an
+    algorithm registered after import is a valid choice everywhere."""
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return names()[index]
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(names())
+
+    def __repr__(self) -> str:
+        return repr(names())
+
+
+NAMES: Sequence[str] = _Names()
+
+
 def make_controller(name: str, line_rate_bps: float, **params: object) -> RateController:
-    if name == "none":
-        return RateController(line_rate_bps)
-    if name == "dcqcn":
-        p = dcqcn.DcqcnParams(line_rate_bps=line_rate_bps, **params)  # type: ignore[arg-type]
-        return DcqcnController(line_rate_bps, params=p)
-    if name == "hpcc":
-        p2 = hpcc.HpccParams(**params)  # type: ignore[arg-type]
-        return HpccController(line_rate_bps, params=p2)
-    if name == "credit":
-        return CreditController(line_rate_bps)
-    raise ValueError(f"unknown rate control '{name}' (expected one of {', '.join(NAMES)})")
+    """The controller of ``name`` with exactly these parameters (no defaults filled in)."""
+    return algorithm(name).controller(line_rate_bps, params)
+
+
+def controller_for(name: str, line: LineContext, params: dict[str, object]) -> RateController:
+    """The controller a sender runs: ``params`` over the algorithm's defaults at its line."""
+    algo = algorithm(name)
+    return algo.controller(line.rate_bps, {**algo.defaults(line), **params})
+
+
+def _dcqcn(line_rate_bps: float, params: dict[str, object]) -> RateController:
+    p = dcqcn.DcqcnParams(line_rate_bps=line_rate_bps, **params)  # type: ignore[arg-type]
+    return DcqcnController(line_rate_bps, params=p)
+
+
+def _dcqcn_defaults(line: LineContext) -> dict[str, object]:
+    """The paper's timers stretched by the time scale and its rate steps shrunk by it, so the
+    controller reacts in the same number of cell times on a slower fabric."""
+    if line.time_scale == 1.0:
+        return {}
+    paper = dcqcn.DcqcnParams(line_rate_bps=line.rate_bps)
+    out: dict[str, object] = {}
+    for name in ("alpha_timer_s", "increase_timer_s"):
+        out[name] = getattr(paper, name) * line.time_scale
+    for name in ("rai_bps", "rhai_bps"):
+        out[name] = getattr(paper, name) / line.time_scale
+    return out
+
+
+def _hpcc(line_rate_bps: float, params: dict[str, object]) -> RateController:
+    return HpccController(line_rate_bps, params=hpcc.HpccParams(**params))  # type: ignore[arg-type]
+
+
+def _hpcc_defaults(line: LineContext) -> dict[str, object]:
+    """Base RTT T: the path's, else 2 ms of software latency plus ten cell times at the line
+    rate (a few hops of serialization each way); the NIC's rate is the line's."""
+    cell_time = line.frame_bytes * 8 / line.rate_bps if line.rate_bps > 0 else 0.0
+    return {"base_rtt_s": line.base_rtt_s or 0.002 + 10 * cell_time,
+            "nic_bytes_per_s": line.rate_bps / 8}
+
+
+register(CcAlgorithm("none", lambda rate, _: RateController(rate), help="fixed line rate"))
+register(CcAlgorithm("dcqcn", _dcqcn, _dcqcn_defaults, help="ECN marks, CNPs (Zhu et al.)"))
+register(CcAlgorithm("hpcc", _hpcc, _hpcc_defaults, int_source=True,
+                     help="INT-driven window and rate (Li et al.)"))
+register(CcAlgorithm("credit", lambda rate, _: CreditController(rate), grants=True,
+                     help="receiver-driven credits"))

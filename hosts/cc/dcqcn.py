@@ -18,6 +18,7 @@ The emulated fabric runs at a few Mb/s, so runs usually scale T, B, R_AI, R_HAI 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 
@@ -102,16 +103,18 @@ def on_bytes_sent(s: DcqcnState, p: DcqcnParams, nbytes: int) -> DcqcnState:
 
 def advance(s: DcqcnState, p: DcqcnParams, now: float) -> DcqcnState:
     """Run the alpha timer and the increase timer up to ``now``."""
+    s = _run_timer(s, p, now, "alpha_stamp", p.alpha_timer_s, decay_alpha)
+    return _run_timer(s, p, now, "timer_stamp", p.increase_timer_s, on_timer_event)
+
+
+def _run_timer(s: DcqcnState, p: DcqcnParams, now: float, stamp: str, period: float,
+               event: Callable[[DcqcnState, DcqcnParams], DcqcnState]) -> DcqcnState:
+    """Fire ``event`` once per ``period`` elapsed since the state's ``stamp``; after
+    ``max_catchup_events`` in one go (a long idle gap) the timer restarts from ``now``."""
     n = 0
-    while now - s.alpha_stamp >= p.alpha_timer_s and n < p.max_catchup_events:
-        s = replace(decay_alpha(s, p), alpha_stamp=s.alpha_stamp + p.alpha_timer_s)
+    while now - getattr(s, stamp) >= period and n < p.max_catchup_events:
+        s = replace(event(s, p), **{stamp: getattr(s, stamp) + period})
         n += 1
     if n == p.max_catchup_events:
-        s = replace(s, alpha_stamp=now)
-    n = 0
-    while now - s.timer_stamp >= p.increase_timer_s and n < p.max_catchup_events:
-        s = replace(on_timer_event(s, p), timer_stamp=s.timer_stamp + p.increase_timer_s)
-        n += 1
-    if n == p.max_catchup_events:
-        s = replace(s, timer_stamp=now)
+        s = replace(s, **{stamp: now})
     return s

@@ -10,24 +10,20 @@ unless nothing can tell them apart.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from p4sim.backend.json_expr import Env, ExprLowering
-from p4sim.backend.refs import (
-    DataRef,
-    DynElemRef,
-    DynFieldRef,
-    HeaderRef,
-    Json,
-    Ref,
-    StackRef,
-    StructRef,
-    UnionRef,
-    prim,
-)
+from p4sim.backend import refs as R
+from p4sim.backend.json_expr import Env
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import unsupported
+
+if TYPE_CHECKING:
+    from p4sim.backend.context import LoweringContext
+    from p4sim.backend.json_actions import StatementConverter
+    from p4sim.backend.json_expr import ExprConverter
+    from p4sim.backend.json_layout import StorageLayout
 
 
 def _root(e: A.Expr) -> Any:
@@ -92,29 +88,35 @@ class ParamUse(A.NodeVisitor):
         self.generic_visit(c)
 
 
-class CallInlining(ExprLowering):
-    # Provided by the program builder and the action lowering.
-    layout: Any
-    assign: Any
-    assign_ref: Any
-    body_to_prims: Any
-    source_info: Any
-    fn_returns: list[Ref]
+class CallInliner:
+    """Calls of actions and functions inlined with copy-in/copy-out."""
+
+    def __init__(self, ctx: LoweringContext, exprs: ExprConverter, storage: StorageLayout
+                 ) -> None:
+        self.ctx, self.exprs, self.storage = ctx, exprs, storage
+        self.stmts: StatementConverter  # wired by the program builder (bodies hold calls)
+        self.param_uses: dict[int, ParamUse] = {}
+        # per call being inlined: its copy-backs, the call and its environment (for `exit`)
+        self.copy_out_frames: list[tuple[list[tuple[Any, R.Ref]], A.Call, Env]] = []
+        self.fn_returns: list[R.Ref] = []  # where each function being inlined returns to
+        # per statement being lowered: primitives that must run before it (the bodies of
+        # functions called in its expressions)
+        self.pre_prims: list[list[Json]] = []
 
     def inline_call(self, c: A.Call, decl: A.ActionDecl | A.FunctionDecl, env: Env,
-                    out: list[Json], result_type: Any = None) -> Ref | None:
+                    out: list[Json], result_type: Any = None) -> R.Ref | None:
         """Emit `decl`'s body for the call `c` into `out`; returns where the result is."""
         inner = Env(env)
         lazy_in = writes_only_own_storage(decl)
         use = self.param_use(decl)
-        copy_back: list[tuple[Any, Ref]] = []  # (argument Ref, or a Slice expression; temp)
+        copy_back: list[tuple[Any, R.Ref]] = []  # (argument Ref, or a Slice expression; temp)
         for a, p in zip(c.args, decl.params):
             t = p.rtype
             if p.direction == "inout" and a.expr is not None and lazy_in and (
                     id(p) not in use.written):
                 # never written, and nothing else changes what it refers to: copying it in
                 # and back out changes nothing (and reads no stack element out of range)
-                inner.bind(p, self.ref(a.expr, env))
+                inner.bind(p, self.exprs.ref(a.expr, env))
                 continue
             if p.direction in ("out", "inout"):
                 inner.bind(p, self.copy_in(a.expr, p, env, out, copy_back, c))
@@ -124,16 +126,16 @@ class CallInlining(ExprLowering):
             if a.expr.const is not None or (lazy_in and _is_scalar(t)):
                 inner.bind(p, self.in_value(a.expr, t, env))
                 continue
-            tmp = self.layout(t, p.name, "")
-            self.assign(tmp, a.expr, env, out, c)
+            tmp = self.storage.layout(t, p.name, "")
+            self.stmts.assign(tmp, a.expr, env, out, c)
             inner.bind(p, tmp)
-        result: Ref | None = None
+        result: R.Ref | None = None
         if result_type is not None and result_type != T.VOID:
-            result = self.layout(result_type, f"{decl.name}_ret", "")
+            result = self.storage.layout(result_type, f"{decl.name}_ret", "")
             self.fn_returns.append(result)
         self.copy_out_frames.append((copy_back, c, env))
         try:
-            self.body_to_prims(decl.body.stmts, inner, out)  # type: ignore[union-attr]
+            self.stmts.body_to_prims(decl.body.stmts, inner, out)  # type: ignore[union-attr]
         finally:
             self.copy_out_frames.pop()
             if result is not None:
@@ -142,38 +144,34 @@ class CallInlining(ExprLowering):
         return result
 
     def copy_in(self, arg: A.Expr | None, p: A.Param, env: Env, out: list[Json],
-                copy_back: list[tuple[Any, Ref]], node: Any) -> Ref:
+                copy_back: list[tuple[Any, R.Ref]], node: Any) -> R.Ref:
         """Fresh storage for parameter `p`, filled from `arg` (in, inout; a slice through its
         bits) or invalidated (out), and noted in `copy_back` to be copied back (out, inout).
         `arg` None is `_`: storage, nothing copied either way."""
-        tmp = self.layout(p.rtype, p.name, "")
+        tmp = self.storage.layout(p.rtype, p.name, "")
         if arg is None:
             return tmp
         if p.direction not in ("out", "inout"):
-            self.assign(tmp, arg, env, out, node)
+            self.stmts.assign(tmp, arg, env, out, node)
             return tmp
-        dst: Any = arg if isinstance(arg, A.Slice) else self.ref(arg, env)
+        dst: Any = arg if isinstance(arg, A.Slice) else self.exprs.ref(arg, env)
         if p.direction == "out":
             self.invalidate(tmp, out, node)
         elif isinstance(dst, A.Slice):
-            self.assign(tmp, dst, env, out, node)
+            self.stmts.assign(tmp, dst, env, out, node)
         else:
-            self.assign_ref(tmp, dst, out, node)
+            self.stmts.assign_ref(tmp, dst, out, node)
         copy_back.append((dst, tmp))
         return tmp
 
-    def copy_out(self, copy_back: list[tuple[Any, Ref]], c: A.Call, env: Env,
+    def copy_out(self, copy_back: list[tuple[Any, R.Ref]], c: A.Call, env: Env,
                  out: list[Json]) -> None:
         for dst, tmp in copy_back:
             if isinstance(dst, A.Slice):  # `f(x[3:0])`: the slice's bits of x
-                target, value = self.slice_store(dst, tmp.json(), env)
-                out.append(prim("assign", [target, value], c, self.source_info))
+                target, value = self.stmts.slice_store(dst, tmp.json(), env)
+                out.append(R.prim("assign", [target, value], c, self.ctx.source_info))
             else:
-                self.assign_ref(dst, tmp, out, c)
-
-    copy_out_frames: list[tuple[list[tuple[Any, Ref]], A.Call, Env]] = []
-    slice_store: Any
-    param_uses: dict[int, ParamUse]
+                self.stmts.assign_ref(dst, tmp, out, c)
 
     def param_use(self, decl: A.ActionDecl | A.FunctionDecl) -> ParamUse:
         use = self.param_uses.get(id(decl))
@@ -189,25 +187,25 @@ class CallInlining(ExprLowering):
         for copy_back, c, env in reversed(self.copy_out_frames):
             self.copy_out(copy_back, c, env, out)
 
-    def in_value(self, e: A.Expr, t: Any, env: Env) -> Ref:
+    def in_value(self, e: A.Expr, t: Any, env: Env) -> R.Ref:
         if isinstance(t, (T.StructT, T.StackT)):
-            return self.ref(e, env)
-        return DataRef(self.data(e, env) if t != T.BOOL else self.rvalue(e, env), t)
+            return self.exprs.ref(e, env)
+        return R.DataRef(self.exprs.data(e, env) if t != T.BOOL else self.exprs.rvalue(e, env), t)
 
-    def invalidate(self, r: Ref, out: list[Json], node: Any) -> None:
+    def invalidate(self, r: R.Ref, out: list[Json], node: Any) -> None:
         """An `out` header parameter starts invalid (P4_16 6.8: out parameters are
         uninitialized, and an uninitialized header is invalid)."""
-        if isinstance(r, (HeaderRef, DynElemRef)):
-            out.append(prim("remove_header", [r.json()], node, self.source_info))
-        elif isinstance(r, StructRef):
+        if isinstance(r, (R.HeaderRef, R.DynElemRef)):
+            out.append(R.prim("remove_header", [r.json()], node, self.ctx.source_info))
+        elif isinstance(r, R.StructRef):
             for sub in r.fields.values():
                 self.invalidate(sub, out, node)
-        elif isinstance(r, StackRef):
+        elif isinstance(r, R.StackRef):
             for name in r.elems:
-                out.append(prim("remove_header", [{"type": "header", "value": name}], node,
-                                self.source_info))
-        elif isinstance(r, UnionRef):
+                out.append(R.prim("remove_header", [{"type": "header", "value": name}], node,
+                                  self.ctx.source_info))
+        elif isinstance(r, R.UnionRef):
             for m in r.members.values():
                 self.invalidate(m, out, node)
-        elif isinstance(r, DynFieldRef):
+        elif isinstance(r, R.DynFieldRef):
             pass

@@ -4,43 +4,38 @@ hidden keyless table; `hit`/`miss`/`action_run` become next_tables)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from p4sim.backend.json_actions import prim
+from p4sim.backend import refs as R
 from p4sim.backend.json_expr import Env
-from p4sim.backend.json_tables import TableLowering, env_of_action
 from p4sim.backend.naming import qualify
-from p4sim.backend.refs import (
-    DataRef,
-    Json,
-    ObjRef,
-    Ref,
-    hex_padded,
-    hexstr,
-)
-from p4sim.backend.refs import (
-    expr as mk,
-)
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import unsupported
 
+if TYPE_CHECKING:
+    from p4sim.backend.action_registry import ActionRegistry
+    from p4sim.backend.context import LoweringContext
+    from p4sim.backend.json_actions import StatementConverter
+    from p4sim.backend.json_calls import CallInliner
+    from p4sim.backend.json_expr import ExprConverter
+    from p4sim.backend.json_externs import ExternConverter
+    from p4sim.backend.json_layout import StorageLayout
+    from p4sim.backend.json_tables import TableConverter
 
-class ControlLowering(TableLowering):
-    actions_json: list[Json]
-    action_ids: dict[Any, int]
-    pipeline: Json
-    cond_count: int
-    hidden_tables: set[str]
-    hidden_actions: set[str]
-    tables_applied: dict[str, A.TableDecl]
-    table_info: list[tuple[str, A.TableDecl, Env]]
-    register_instance: Any
-    counter_arrays: list[Json]
-    meter_arrays: list[Json]
-    globals_env: Env
-    synth_count: int
-    note_called_action: Any
+
+class ControlConverter(A.NodeVisitor):
+    """Control apply blocks to the pipeline graph of tables and conditionals."""
+
+    def __init__(self, ctx: LoweringContext, exprs: ExprConverter, calls: CallInliner,
+                 stmts: StatementConverter, storage: StorageLayout, externs: ExternConverter,
+                 actions: ActionRegistry, tables: TableConverter) -> None:
+        self.ctx, self.exprs, self.calls, self.stmts = ctx, exprs, calls, stmts
+        self.storage, self.externs, self.actions, self.tables = storage, externs, actions, tables
+        self.ret_targets: list[str | None] = []  # per control being lowered: where return goes
+        self.applied_controls: dict[str, int] = {}
+        self.control_envs: dict[str, Env] = {}
 
     # ---- controls -----------------------------------------------------------------------------
     def lower_control(self, decl: A.ControlDecl, env: Env) -> str | None:
@@ -56,20 +51,20 @@ class ControlLowering(TableLowering):
 
     def declare_local(self, d: A.Node, env: Env, init: list[A.Stmt]) -> None:
         if isinstance(d, A.Instance):
-            r = self.register_instance(d, env.prefix)
+            r = self.externs.register_instance(d, env.prefix)
             if r.kind in ("control", "parser"):
                 # constructor arguments (`C2(c1) c2;`) are bound where the instance is declared
                 r.extra = [(p, self.ctor_arg(a.expr, p, env)) for a, p in zip(
                     d.args, r.decl.ctor_params) if a.expr is not None]
             env.bind(d, r)
         elif isinstance(d, A.TableDecl):
-            env.bind(d, ObjRef("table", qualify(d, env.prefix), d))
+            env.bind(d, R.ObjRef("table", qualify(d, env.prefix), d))
             for inst in d.synthetic:  # instances written inside table properties
-                env.bind(inst, self.register_instance(inst, env.prefix))
+                env.bind(inst, self.externs.register_instance(inst, env.prefix))
         elif isinstance(d, A.VarDecl):
             if d.const:
                 return
-            env.bind(d, self.alloc_local(d, env))
+            env.bind(d, self.storage.alloc_local(d, env))
             if d.init is not None:
                 init.append(A.Assign(d.loc, A.Name(d.loc, d.name), d.init))
                 init[-1].lhs.decl = d  # type: ignore[attr-defined]
@@ -80,13 +75,12 @@ class ControlLowering(TableLowering):
             raise unsupported(d.loc, "value_set in a control")
 
     # ---- the apply graph ------------------------------------------------------------------------
-    ret_targets: list[str | None] = []
 
     def build_seq(self, stmts: list[A.Stmt], nxt: str | None, env: Env) -> str | None:
         env = Env(env)
         for s in stmts:  # bind locals first: later statements are lowered before earlier ones
             if isinstance(s, A.VarDecl) and not s.const:
-                env.bind(s, self.alloc_local(s, env))
+                env.bind(s, self.storage.alloc_local(s, env))
         node = nxt
         pending: list[A.Stmt] = []
         for s in reversed(stmts):
@@ -104,13 +98,13 @@ class ControlLowering(TableLowering):
             if hm is not None:  # `b = t.apply().hit;`: each outcome sets b, then goes on
                 node = self.flush(pending, node, env)
                 pending = []
-                dst = env.get(s) if isinstance(s, A.VarDecl) else self.ref(s.lhs, env)
+                dst = env.get(s) if isinstance(s, A.VarDecl) else self.exprs.ref(s.lhs, env)
                 call, hit = hm
                 outcome = {}
                 for key, value in (("__HIT__", hit), ("__MISS__", not hit)):
-                    outcome[key] = self.prims_table([prim("assign", [
-                        dst.json(), hexstr(int(value), 1)], s, self.source_info)], node, s)
-                node = self.apply_table(call, env, outcome, node, hitmiss=True)
+                    outcome[key] = self.prims_table([R.prim("assign", [
+                        dst.json(), R.hexstr(int(value), 1)], s, self.ctx.source_info)], node, s)
+                node = self.tables.apply_table(call, env, outcome, node, hitmiss=True)
                 continue
             if self.is_simple(s):
                 if isinstance(s, A.VarDecl) and (s.init is None or s.const):
@@ -145,79 +139,62 @@ class ControlLowering(TableLowering):
                 a.expr is not None and a.expr.const is not None
                 for a in c.args) and not any(p.direction for p in c.target[1].params):
             act: A.ActionDecl = c.target[1]
-            aname, aid = self.action_for(act, env_of_action(act, env, self), [])
-            data = [hex_padded(int(self.const_int_of(a.expr)), T.bit_width(p.rtype))
+            aname, aid = self.actions.action_for(act, self.actions.env_of(act, env), [])
+            data = [R.hex_padded(int(self.exprs.const_int_of(a.expr)), T.bit_width(p.rtype))
                     for a, p in zip(c.args, act.params)]
-            tname = self.unique_table("tbl_" + act.name)
-            return self.dummy_table(tname, aname, aid, data, nxt, stmts[0])
+            tname = self.ctx.unique_table("tbl_" + act.name)
+            return self.tables.dummy_table(tname, aname, aid, data, nxt, stmts[0])
         prims: list[Json] = []
         for s in stmts:
             if isinstance(s, A.VarDecl):
                 assert s.init is not None
                 r = env.get(s)
                 assert r is not None
-                self.pre_prims.append(prims)
+                self.calls.pre_prims.append(prims)
                 try:
-                    self.assign(r, s.init, env, prims, s)
+                    self.stmts.assign(r, s.init, env, prims, s)
                 finally:
-                    self.pre_prims.pop()
+                    self.calls.pre_prims.pop()
             else:
                 if isinstance(s, A.CallStmt) and s.call.target[0] == "action":
                     # p4c gives an action called from the apply block its own table, so it is
                     # in the P4Info; calls nested in actions are simply inlined
-                    self.note_called_action(s.call.target[1], s.call, env)
-                self.stmt_to_prims(s, env, prims)
+                    self.actions.note_called_action(s.call.target[1], s.call, env)
+                self.stmts.stmt_to_prims(s, env, prims)
         return self.prims_table(prims, nxt, stmts[0])
 
-    def const_int_of(self, e: A.Expr) -> int:
-        v = e.const
-        if isinstance(v, bool):
-            return int(v)
-        if isinstance(v, tuple):
-            j = self.const_json(v, e.type)
-            return int(j["value"], 16)
-        return v
-
-    def dummy_table(self, tname: str, aname: str, aid: int, data: list[str], nxt: str | None,
-                    node: Any) -> str:
-        self.hidden_tables.add(tname)
-        self.pipeline["tables"].append({
-            "name": tname, "id": self.next_table_id(), "source_info": self.source_info(node),
-            "key": [], "match_type": "exact", "type": "simple", "max_size": 1024,
-            "with_counters": False, "support_timeout": False, "direct_meters": None,
-            "action_ids": [aid], "actions": [aname], "base_default_next": nxt,
-            "next_tables": {aname: nxt},
-            "default_entry": {"action_id": aid, "action_const": True, "action_data": data,
-                              "action_entry_const": True}})
-        return tname
-
     def build_stmt(self, s: A.Stmt, nxt: str | None, env: Env) -> str | None:
-        if isinstance(s, A.Block):
-            return self.build_seq(s.stmts, nxt, env)
-        if self.is_simple(s) or isinstance(s, (A.Exit, A.Return)):  # an unbraced branch
-            return self.build_seq([s], nxt, env)
-        if isinstance(s, A.CallStmt):
-            tgt = s.call.target
-            if tgt[0] == "table_apply":
-                return self.apply_table(s.call, env, {}, nxt)
-            return self.apply_control(s.call, env, nxt)
-        if isinstance(s, A.If):
-            then = self.build_stmt(s.then, nxt, env)
-            other = self.build_stmt(s.other, nxt, env) if s.other is not None else nxt
-            hm = self.hit_miss(s.cond)
-            if hm is not None:
-                call, hit = hm
-                nt = {"__HIT__": then, "__MISS__": other} if hit else {
-                    "__HIT__": other, "__MISS__": then}
-                return self.apply_table(call, env, nt, nxt, hitmiss=True)
-            name = f"node_{self.next_cond_id()}"
-            self.pipeline["conditionals"].append({
-                "name": name, "id": self.cond_count - 1, "source_info": self.source_info(s.cond),
-                "expression": self.cond(s.cond, env), "true_next": then, "false_next": other})
-            return name
-        if isinstance(s, A.Switch):
-            return self.build_switch(s, nxt, env)
-        raise unsupported(s.loc, f"statement {type(s).__name__} in a control")
+        """The graph node that runs `s` and then `nxt`."""
+        if self.is_simple(s) or isinstance(s, (A.Exit, A.Return)):
+            return self.build_seq([s], nxt, env)  # an unbraced branch
+        return self.visit(s, nxt, env)
+
+    def generic_visit(self, node: A.Node, *args: Any) -> None:
+        raise unsupported(node.loc, f"statement {type(node).__name__} in a control")
+
+    def visit_Block(self, s: A.Block, nxt: str | None, env: Env) -> str | None:
+        return self.build_seq(s.stmts, nxt, env)
+
+    def visit_CallStmt(self, s: A.CallStmt, nxt: str | None, env: Env) -> str | None:
+        if s.call.target[0] == "table_apply":
+            return self.tables.apply_table(s.call, env, {}, nxt)
+        return self.apply_control(s.call, env, nxt)
+
+    def visit_If(self, s: A.If, nxt: str | None, env: Env) -> str | None:
+        then = self.build_stmt(s.then, nxt, env)
+        other = self.build_stmt(s.other, nxt, env) if s.other is not None else nxt
+        hm = self.hit_miss(s.cond)
+        if hm is not None:
+            call, hit = hm
+            nt = {"__HIT__": then, "__MISS__": other} if hit else {
+                "__HIT__": other, "__MISS__": then}
+            return self.tables.apply_table(call, env, nt, nxt, hitmiss=True)
+        name = f"node_{self.ctx.next_cond_id()}"
+        self.ctx.pipeline["conditionals"].append({
+            "name": name, "id": self.ctx.cond_count - 1,
+            "source_info": self.ctx.source_info(s.cond),
+            "expression": self.exprs.cond(s.cond, env), "true_next": then, "false_next": other})
+        return name
 
     def hit_miss(self, e: A.Expr) -> tuple[A.Call, bool] | None:
         neg = False
@@ -229,7 +206,7 @@ class ControlLowering(TableLowering):
             return e.expr, (e.name == "hit") != neg
         return None
 
-    def build_switch(self, s: A.Switch, nxt: str | None, env: Env) -> str | None:
+    def visit_Switch(self, s: A.Switch, nxt: str | None, env: Env) -> str | None:
         if s.kind == "action_run":
             call = s.expr.expr  # type: ignore[attr-defined]
             table = call.target[1]
@@ -244,12 +221,12 @@ class ControlLowering(TableLowering):
                         default_node = body_node
                     else:
                         nt[id(lab.decl)] = body_node  # type: ignore[index]
-            tref = self.ref_table(call, env)
+            tref = self.tables.ref_table(call, env)
             names = {}
             for act, acall, _ in table.action_list:
-                aname, _ = self.table_action(act, acall, tref, env)
+                aname, _ = self.tables.table_action(act, acall, tref, env)
                 names[aname] = nt.get(id(act), default_node)  # type: ignore[arg-type]
-            return self.apply_table(call, env, names, nxt)
+            return self.tables.apply_table(call, env, names, nxt)
         # switch on a value: a chain of conditionals
         node = nxt
         default_node = nxt
@@ -268,10 +245,12 @@ class ControlLowering(TableLowering):
             for lab in labels:
                 if isinstance(lab, A.DefaultExpr):
                     continue
-                name = f"node_{self.next_cond_id()}"
-                self.pipeline["conditionals"].append({
-                    "name": name, "id": self.cond_count - 1, "source_info": self.source_info(lab),
-                    "expression": mk("==", self.data(s.expr, env), self.data(lab, env)),
+                name = f"node_{self.ctx.next_cond_id()}"
+                self.ctx.pipeline["conditionals"].append({
+                    "name": name, "id": self.ctx.cond_count - 1,
+                    "source_info": self.ctx.source_info(lab),
+                    "expression": R.expr("==", self.exprs.data(s.expr, env),
+                                         self.exprs.data(lab, env)),
                     "true_next": bnode, "false_next": node})
                 node = name
         return node
@@ -280,27 +259,28 @@ class ControlLowering(TableLowering):
         base = call.target[1]
         if isinstance(base, A.Name) and isinstance(base.decl, A.ControlDecl):
             # `Type.apply(...)`: an implicit instance named after the type
-            inst = ObjRef("control", qualify(base.decl, env.prefix), base.decl)
+            inst = R.ObjRef("control", qualify(base.decl, env.prefix), base.decl)
         else:
-            inst = self.ref(base, env)
-        if not isinstance(inst, ObjRef) or inst.kind != "control":
+            inst = self.exprs.ref(base, env)
+        if not isinstance(inst, R.ObjRef) or inst.kind != "control":
             raise unsupported(call.loc, "applying this control")
         decl: A.ControlDecl = inst.decl
         # p4c inlines each application of an instance; its tables may still be applied once
         self.applied_controls[inst.name] = n = self.applied_controls.get(inst.name, -1) + 1
-        inner = Env(self.globals_env, prefix=inst.name, application=n)
+        inner = Env(self.ctx.globals_env, prefix=inst.name, application=n)
         for p, r in inst.extra or []:
             inner.bind(p, r)
         copied = params_needing_copies(call.args, decl.params)
         copy_in: list[Json] = []
-        copy_back: list[tuple[Any, Ref]] = []
+        copy_back: list[tuple[Any, R.Ref]] = []
         for a, p in zip(call.args, decl.params):
             assert a.expr is not None
             if id(p) in copied:
-                inner.bind(p, self.copy_in(a.expr, p, env, copy_in, copy_back, call))
+                inner.bind(p, self.calls.copy_in(a.expr, p, env, copy_in, copy_back, call))
                 continue
-            inner.bind(p, self.ref(a.expr, env) if p.direction in ("out", "inout") or isinstance(
-                p.rtype, (T.StructT, T.StackT)) else DataRef(self.data(a.expr, env), p.rtype))
+            by_ref = p.direction in ("out", "inout") or isinstance(p.rtype, (T.StructT, T.StackT))
+            inner.bind(p, self.exprs.ref(a.expr, env) if by_ref
+                       else R.DataRef(self.exprs.data(a.expr, env), p.rtype))
         init: list[A.Stmt] = []
         first = self.control_envs.setdefault(inst.name, inner)
         for d in decl.locals:
@@ -315,7 +295,7 @@ class ControlLowering(TableLowering):
         end = nxt
         if copy_back:  # the body ends (or returns) into the copy-out, then goes on
             out: list[Json] = []
-            self.copy_out(copy_back, call, env, out)
+            self.calls.copy_out(copy_back, call, env, out)
             end = self.prims_table(out, end, call)
         # `exit` leaves without the copy-out (as p4c inlines a control: its exit skips it)
         self.ret_targets.append(end)
@@ -325,18 +305,16 @@ class ControlLowering(TableLowering):
 
     def prims_table(self, prims: list[Json], nxt: str | None, node: Any) -> str:
         """A hidden table whose default action runs `prims`, then goes to `nxt`."""
-        aname = self.unique_action("act")
-        aid = self.add_action_json(aname, [], prims, node)
-        self.hidden_actions.add(aname)
-        return self.dummy_table(self.unique_table("tbl_" + aname), aname, aid, [], nxt, node)
+        aname = self.ctx.unique_action("act")
+        aid = self.actions.add_action_json(aname, [], prims, node)
+        self.actions.hidden_actions.add(aname)
+        return self.tables.dummy_table(self.ctx.unique_table("tbl_" + aname), aname, aid, [],
+                                       nxt, node)
 
-    applied_controls: dict[str, int] = {}
-    control_envs: dict[str, Env] = {}
-
-    def ctor_arg(self, e: A.Expr, p: A.Param, env: Env) -> Ref:
+    def ctor_arg(self, e: A.Expr, p: A.Param, env: Env) -> R.Ref:
         if e.const is not None:
-            return DataRef(self.const_json(e.const, e.type), e.type)
-        return self.ref(e, env)
+            return R.DataRef(self.exprs.const_json(e.const, e.type), e.type)
+        return self.exprs.ref(e, env)
 
 def _arg_path(e: A.Expr) -> tuple[Any, ...]:
     """The storage an argument names, as (root declaration, member or constant index, ...);

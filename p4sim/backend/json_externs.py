@@ -4,7 +4,7 @@ checksum calculations, learn lists for digests, field lists for clone/resubmit/r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from p4sim.backend.naming import qualify
 from p4sim.backend.refs import Json, ObjRef
@@ -12,25 +12,31 @@ from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
 
+if TYPE_CHECKING:
+    from p4sim.backend.context import LoweringContext
+    from p4sim.backend.json_expr import ExprConverter
 
-class ExternLowering:
-    # State owned by the program builder.
-    register_arrays: list[Json]
-    counter_arrays: list[Json]
-    meter_arrays: list[Json]
-    instances: list[tuple[str, A.Instance, dict[str, Any]]]
-    direct_meter_targets: dict[str, Json]
-    action_profiles: dict[str, Json]
-    pipeline: Json
-    calculations: list[Json]
-    learn_lists: list[Json]
-    digests: dict[str, T.StructT]
-    field_lists: list[Json]
-    field_list_members: list[tuple[Json, set[int]]]
-    source_info: Any
-    const_int_of: Any
 
-    # ---- extern instances -------------------------------------------------------------------------
+class ExternConverter:
+    """Extern instances (registers, counters, meters, action profiles), hash calculations,
+    field lists and digests."""
+
+    def __init__(self, ctx: LoweringContext, exprs: ExprConverter) -> None:
+        self.ctx, self.exprs = ctx, exprs
+        self.register_arrays: list[Json] = []
+        self.counter_arrays: list[Json] = []
+        self.meter_arrays: list[Json] = []
+        self.instances: list[tuple[str, A.Instance, dict[str, Any]]] = []
+        self.direct_meter_targets: dict[str, Json] = {}
+        self.action_profiles: dict[str, Json] = {}
+        self.calculations: list[Json] = []
+        self.learn_lists: list[Json] = []
+        self.digests: dict[str, T.StructT] = {}
+        self.field_lists: list[Json] = []
+        # user metadata fields with @field_list(N...): set by the builder once laid out
+        self.field_list_members: list[tuple[Json, set[int]]] = []
+
+    # ---- extern instances -----------------------------------------------------------------
     def register_instance(self, inst: A.Instance, prefix: str) -> ObjRef:
         t = inst.rtype
         name = qualify(inst, prefix)
@@ -44,17 +50,17 @@ class ExternLowering:
             width = T.bit_width(t.targs.get("T", T.BitT(32)))
             info.update(size=consts[0], bitwidth=width)
             self.register_arrays.append({"name": name, "id": len(self.register_arrays),
-                                         "source_info": self.source_info(inst),
+                                         "source_info": self.ctx.source_info(inst),
                                          "size": consts[0], "bitwidth": width})
         elif ext == "counter":
             info.update(size=consts[0], unit=consts[1][1])
             self.counter_arrays.append({"name": name, "id": len(self.counter_arrays),
-                                        "source_info": self.source_info(inst),
+                                        "source_info": self.ctx.source_info(inst),
                                         "size": consts[0], "is_direct": False})
         elif ext == "meter":
             info.update(size=consts[0], unit=consts[1][1])
             self.meter_arrays.append({"name": name, "id": len(self.meter_arrays),
-                                      "source_info": self.source_info(inst),
+                                      "source_info": self.ctx.source_info(inst),
                                       "is_direct": False, "size": consts[0], "rate_count": 2,
                                       "type": consts[1][1]})
         elif ext in ("direct_counter", "direct_meter"):
@@ -106,7 +112,7 @@ class ExternLowering:
                                    " has no selector keys")
             j["selector"] = {"algo": info["algo"], "input": selector}
         self.action_profiles[prof.name] = j
-        self.pipeline["action_profiles"].append(j)
+        self.ctx.pipeline["action_profiles"].append(j)
 
     def add_calculation(self, algo: str, fields: list[Json], node: Any) -> str:
         n = len(self.calculations)
@@ -116,7 +122,7 @@ class ExternLowering:
             if f.get("type") == "hexstr" and "bitwidth" not in f:
                 f = dict(f, bitwidth=max(int(f["value"], 16).bit_length(), 1))
             inputs.append(f)
-        self.calculations.append({"name": name, "id": n, "source_info": self.source_info(node),
+        self.calculations.append({"name": name, "id": n, "source_info": self.ctx.source_info(node),
                                   "algo": algo, "input": inputs})
         return name
 
@@ -125,8 +131,8 @@ class ExternLowering:
             if ll["name"] == st.name:
                 return ll["id"]
         lid = len(self.learn_lists) + 1
-        self.learn_lists.append({"id": lid, "name": st.name, "source_info": self.source_info(node),
-                                 "elements": fields})
+        self.learn_lists.append({"id": lid, "name": st.name,
+                                 "source_info": self.ctx.source_info(node), "elements": fields})
         self.digests[st.name] = st
         return lid
 
@@ -135,7 +141,7 @@ class ExternLowering:
         """A field list for clone/resubmit/recirculate. Ids start at 1 as p4c's: BMv2 reads
         id 0 as "not requested", so a resubmit with list 0 would not happen."""
         if fields is None and index_expr is not None:
-            idx = self.const_int_of(index_expr)
+            idx = self.exprs.const_int_of(index_expr)
             fields = [f for f, i in self.field_list_members if idx in i]
             name = f"field_list{idx}"
             for fl in self.field_lists:
@@ -144,6 +150,6 @@ class ExternLowering:
         else:
             name = f"fl_{len(self.field_lists) + 1}"
         fid = len(self.field_lists) + 1
-        self.field_lists.append({"id": fid, "name": name, "source_info": self.source_info(node),
+        self.field_lists.append({"id": fid, "name": name, "source_info": self.ctx.source_info(node),
                                  "elements": fields or []})
         return fid

@@ -5,36 +5,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from p4sim.backend import refs as R
+from p4sim.backend.context import unique
 from p4sim.backend.json_expr import Env
-from p4sim.backend.refs import (
-    FieldRef,
-    HeaderRef,
-    Json,
-    Ref,
-    StackRef,
-    StructRef,
-    UnionRef,
-    UnionStackRef,
-)
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError
 
 
 class StorageLayout:
-    # Provided by the program builder.
-    header_types: list[Json]
-    header_type_ids: dict[str, str]
-    headers: list[Json]
-    header_names: set[str]
-    header_stacks: list[Json]
-    header_union_types: list[Json]
-    header_unions: list[Json]
-    header_union_stacks: list[Json]
-    union_type_names: set[str]
-    scalars: list[list[Any]]
-    scalar_names: set[str]
-    unique: Any
+    """Where values live: header types and instances, stacks, unions, and the scalars header
+    holding metadata and locals."""
+
+    def __init__(self) -> None:
+        self.header_types: list[Json] = []
+        self.header_type_ids: dict[str, str] = {}
+        self.headers: list[Json] = []
+        self.header_names: set[str] = set()
+        self.header_stacks: list[Json] = []
+        self.header_union_types: list[Json] = []
+        self.header_unions: list[Json] = []
+        self.header_union_stacks: list[Json] = []
+        self.union_type_names: set[str] = set()
+        self.scalars: list[list[Any]] = []
+        self.scalar_names: set[str] = set()
 
     def header_type(self, st: T.StructT, name: str | None = None, metadata: bool = False) -> str:
         key = name or st.name
@@ -65,28 +60,28 @@ class StorageLayout:
         return key
 
     def add_header(self, base: str, htype: str, metadata: bool) -> str:
-        name = self.unique(base, self.header_names)
+        name = unique(base, self.header_names)
         self.headers.append({"name": name, "id": len(self.headers), "header_type": htype,
                              "metadata": metadata, "pi_omit": True})
         return name
 
-    def add_scalar(self, base: str, t: T.Type) -> FieldRef:
-        name = self.unique(base, self.scalar_names)
+    def add_scalar(self, base: str, t: T.Type) -> R.FieldRef:
+        name = unique(base, self.scalar_names)
         self.scalars.append([name, T.bit_width(t), isinstance(t, T.BitT) and t.signed])
-        return FieldRef("scalars", name, t)
+        return R.FieldRef("scalars", name, t)
 
-    def layout(self, t: T.Type, path: str, meta_prefix: str | None) -> Ref:
+    def layout(self, t: T.Type, path: str, meta_prefix: str | None) -> R.Ref:
         """Allocate storage for a value of type `t`: headers become instances, scalar fields go
         to the `scalars` header (with `meta_prefix` naming) ."""
         if isinstance(t, T.StructT) and t.kind == "header":
             htype = self.header_type(t)
-            return HeaderRef(self.add_header(path.split(".")[-1] if path else t.name, htype,
-                                             False), t)
+            return R.HeaderRef(self.add_header(path.split(".")[-1] if path else t.name, htype,
+                                               False), t)
         if isinstance(t, T.StackT):
             if t.elem.kind == "header_union":
                 return self.layout_union_stack(t, path)
             htype = self.header_type(t.elem)
-            base = self.unique(path.split(".")[-1], self.header_names)
+            base = unique(path.split(".")[-1], self.header_names)
             elems = []
             ids = []
             for i in range(t.size):
@@ -96,7 +91,7 @@ class StorageLayout:
             self.header_stacks.append({"name": base, "id": len(self.header_stacks),
                                        "header_type": htype, "size": t.size,
                                        "header_ids": ids})
-            return StackRef(base, t, elems)
+            return R.StackRef(base, t, elems)
         if isinstance(t, T.StructT) and t.kind == "header_union":
             return self.layout_union(t, path)
         if isinstance(t, T.StructT):
@@ -104,17 +99,17 @@ class StorageLayout:
             for fname, ft in t.fields.items():
                 sub = f"{path}.{fname}" if path else fname
                 fields[fname] = self.layout(ft, sub, meta_prefix)
-            return StructRef(fields, t)
+            return R.StructRef(fields, t)
         if isinstance(t, (T.BitT, T.EnumT, T.NewT)) or t in (T.BOOL, T.ERROR):
             return self.add_scalar(f"{meta_prefix}{path}" if meta_prefix else path, t)
         if isinstance(t, T.TupleT):  # a tuple is stored as a struct of its items
-            return StructRef({str(i): self.layout(it, f"{path}_{i}", meta_prefix)
-                              for i, it in enumerate(t.items)}, t)
+            return R.StructRef({str(i): self.layout(it, f"{path}_{i}", meta_prefix)
+                                for i, it in enumerate(t.items)}, t)
         if isinstance(t, T.VarbitT):
             return self.varbit_local(t, path)
         raise CompileError(None, f"cannot allocate storage for a value of type {t}")
 
-    def varbit_local(self, t: T.VarbitT, path: str) -> FieldRef:
+    def varbit_local(self, t: T.VarbitT, path: str) -> R.FieldRef:
         """A varbit local lives in a metadata header of its own (as p4c does), since the
         scalars header has fixed-width fields only."""
         htype = f"$varbit{t.max_width}"
@@ -123,39 +118,45 @@ class StorageLayout:
             self.header_types.append({"name": htype, "id": len(self.header_types),
                                       "fields": [["field", "*"]],
                                       "max_length": (t.max_width + 7) // 8})
-        return FieldRef(self.add_header(path.split(".")[-1], htype, True), "field", t)
+        return R.FieldRef(self.add_header(path.split(".")[-1], htype, True), "field", t)
 
-    def layout_union(self, t: T.StructT, path: str) -> UnionRef:
+    def layout_union(self, t: T.StructT, path: str) -> R.UnionRef:
         if t.name not in self.union_type_names:
             self.union_type_names.add(t.name)
             self.header_union_types.append({
                 "name": t.name, "id": len(self.header_union_types),
                 "headers": [[m, self.header_type(mt)] for m, mt in t.fields.items()]})
-        base = self.unique(path.split(".")[-1] if path else t.name, self.header_names)
-        members: dict[str, HeaderRef] = {}
+        base = unique(path.split(".")[-1] if path else t.name, self.header_names)
+        members: dict[str, R.HeaderRef] = {}
         for m, mt in t.fields.items():
             assert isinstance(mt, T.StructT)
-            members[m] = HeaderRef(self.add_header(f"{base}.{m}", self.header_type(mt), False),
-                                   mt)
+            members[m] = R.HeaderRef(self.add_header(f"{base}.{m}", self.header_type(mt), False),
+                                     mt)
         ids = [h["id"] for h in self.headers if h["name"] in {r.name for r in
                                                                members.values()}]
         self.header_unions.append({"name": base, "id": len(self.header_unions),
                                    "union_type": t.name, "header_ids": ids})
-        return UnionRef(base, t, members)
+        return R.UnionRef(base, t, members)
 
-    def layout_union_stack(self, t: T.StackT, path: str) -> UnionStackRef:
-        base = self.unique(path.split(".")[-1], self.header_names)
+    def layout_union_stack(self, t: T.StackT, path: str) -> R.UnionStackRef:
+        base = unique(path.split(".")[-1], self.header_names)
         unions = [self.layout_union(t.elem, f"{base}[{i}]") for i in range(t.size)]
         self.header_union_stacks.append({
             "name": base, "id": len(self.header_union_stacks), "union_type": t.elem.name,
             "size": t.size, "header_union_ids": [self.header_unions[-t.size + i]["id"]
                                                  for i in range(t.size)]})
-        return UnionStackRef(base, t, unions)
+        return R.UnionStackRef(base, t, unions)
 
-    def alloc_local(self, d: A.VarDecl, env: Env) -> Ref:
+    def declare_local(self, d: A.VarDecl, env: Env) -> R.Ref:
+        """Storage for a local variable, bound to it in `env`."""
+        r = self.alloc_local(d, env)
+        env.bind(d, r)
+        return r
+
+    def alloc_local(self, d: A.VarDecl, env: Env) -> R.Ref:
         return self.layout(d.type, d.name, "")
 
-    def alloc_temp(self, bits: int, env: Env, base: str = "tmp") -> FieldRef:
+    def alloc_temp(self, bits: int, env: Env, base: str = "tmp") -> R.FieldRef:
         return self.add_scalar(base, T.BitT(bits))
 
 

@@ -1,34 +1,26 @@
 """Lowering parsers (states, extract/set/verify/advance/primitive ops, select transitions
-with masks, ranges and value sets), deparsers (emit order) and checksum controls."""
+with masks, ranges and value sets); the deparser and checksums are in json_deparser.py."""
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from p4sim.backend.json_actions import HASH_ALGOS, prim
+from p4sim.backend import refs as R
+from p4sim.backend.context import unique
+from p4sim.backend.json_actions import StraightLineStatements
 from p4sim.backend.json_expr import Env
-from p4sim.backend.refs import (
-    DynElemRef,
-    FieldRef,
-    HeaderRef,
-    Json,
-    ObjRef,
-    Ref,
-    StackRef,
-    StructRef,
-    UnionRef,
-    UnionStackRef,
-    as_param,
-    b2d,
-    hexstr,
-)
-from p4sim.backend.refs import (
-    expr as mk,
-)
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
+
+if TYPE_CHECKING:
+    from p4sim.backend.context import LoweringContext
+    from p4sim.backend.json_actions import StatementConverter
+    from p4sim.backend.json_expr import ExprConverter
+    from p4sim.backend.json_externs import ExternConverter
+    from p4sim.backend.json_layout import StorageLayout
 
 
 def _has_if(b: A.Block) -> bool:
@@ -48,41 +40,44 @@ def range_to_masks(lo: int, hi: int, width: int) -> list[tuple[int, int]]:
     return out
 
 
-class ParserLowering:
-    # Provided by the builder / other mixins.
-    ref: Any
-    data: Any
-    cond: Any
-    rvalue: Any
-    stmt_to_prims: Any
-    alloc_local: Any
-    alloc_temp: Any
-    register_instance: Any
-    errors: dict[str, int]
-    source_info: Any
-    flatten: Any
-    slice_assign: Any
-    add_calculation: Any
-    parse_vsets: list[Json]
-    value_sets: list[tuple[str, Any]]
-    state_ids: Any
+class ParserConverter(StraightLineStatements):
+    """The parser: its states (sub-parsers inlined), their statements and transitions."""
 
-    def lower_parser(self, decl: A.ParserDecl, env: Env) -> Json:
+    def __init__(self, ctx: LoweringContext, exprs: ExprConverter, stmts: StatementConverter,
+                 storage: StorageLayout, externs: ExternConverter) -> None:
+        self.ctx, self.exprs, self.stmts = ctx, exprs, stmts
+        self.storage, self.externs = storage, externs
+        self.parse_vsets: list[Json] = []
+        self.value_sets: list[tuple[str, A.ValueSetDecl]] = []
+        self.state_names: set[str] = set()
+        self.state_rename: list[dict[str, str]] = []  # per sub-parser inlined: its states
+        self.applied_parsers: set[Any] = set()
+
+    def bind_locals(self, decl: A.ParserDecl, env: Env, sub_parser: bool) -> None:
+        """A parser's variables, extern instances and value sets (not in a sub-parser)."""
         for d in decl.locals:
             if isinstance(d, A.VarDecl) and not d.const:
-                env.bind(d, self.alloc_local(d, env))
+                self.storage.declare_local(d, env)
             elif isinstance(d, A.Instance):
-                env.bind(d, self.register_instance(d, env.prefix))
+                env.bind(d, self.externs.register_instance(d, env.prefix))
             elif isinstance(d, A.ValueSetDecl):
-                name = f"{env.prefix}.{d.name}" if env.prefix else d.name
-                a = A.anno(d.annos, "name")
-                if a and a.args:
-                    name = str(a.args[0]).lstrip(".")
-                width = T.bit_width(d.relem)
-                self.value_sets.append((name, d))
-                self.parse_vsets.append({"name": name, "id": len(self.parse_vsets),
-                                         "compressed_bitwidth": width, "max_size": d.rsize})
-                env.bind(d, ObjRef("value_set", name, d))
+                if sub_parser:
+                    raise unsupported(d.loc, "value_set in a sub-parser")
+                self.add_value_set(d, env)
+
+    def add_value_set(self, d: A.ValueSetDecl, env: Env) -> None:
+        name = f"{env.prefix}.{d.name}" if env.prefix else d.name
+        a = A.anno(d.annos, "name")
+        if a and a.args:
+            name = str(a.args[0]).lstrip(".")
+        width = T.bit_width(d.relem)
+        self.value_sets.append((name, d))
+        self.parse_vsets.append({"name": name, "id": len(self.parse_vsets),
+                                 "compressed_bitwidth": width, "max_size": d.rsize})
+        env.bind(d, R.ObjRef("value_set", name, d))
+
+    def lower_parser(self, decl: A.ParserDecl, env: Env) -> Json:
+        self.bind_locals(decl, env, sub_parser=False)
         states: list[Json] = []
         need_reject = False
         self.state_names = {st.name for st in decl.states} | {"accept", "reject"}
@@ -99,15 +94,12 @@ class ParserLowering:
         need_reject = any(t["next_state"] == "reject" for s in states
                           for t in s["transitions"])
         if need_reject:
-            states.append({"name": "reject", "id": next(self.state_ids), "parser_ops": [
+            states.append({"name": "reject", "id": next(self.ctx.state_ids), "parser_ops": [
                 {"op": "verify", "parameters": [{"type": "bool", "value": False},
-                                                hexstr(self.errors["NoMatch"], 32)]}],
+                                                R.hexstr(self.ctx.errors["NoMatch"], 32)]}],
                 "transitions": [{"type": "default", "value": None, "mask": None,
                                  "next_state": None}], "transition_key": []})
         return {"name": "parser", "id": 0, "init_state": "start", "parse_states": states}
-
-    state_names: set[str] = set()
-    state_rename: list[dict[str, str]] = []
 
     def lower_state(self, name: str, stmts: list[A.Stmt], st: A.ParserState, goto: str | None,
                     env: Env, ops: list[Json], states: list[Json]) -> None:
@@ -121,14 +113,14 @@ class ParserLowering:
                 self.inline_subparser(name, s.call, stmts[i + 1:], st, goto, env, ops, states)
                 return
             if not isinstance(s, A.If):
-                self.parser_stmt(s, env, ops)
+                self.visit(s, env, ops)
                 continue
             join = self.new_state(f"{name}_join")
             then_s, else_s = self.new_state(f"{name}_true"), self.new_state(f"{name}_false")
-            tmp = self.alloc_temp(1, env)
-            ops.append({"op": "set", "parameters": [tmp.json(), as_param(
-                b2d(self.cond(s.cond, env)))]})
-            states.append({"name": name, "id": next(self.state_ids), "parser_ops": ops,
+            tmp = self.storage.alloc_temp(1, env)
+            ops.append({"op": "set", "parameters": [tmp.json(), R.as_param(
+                R.b2d(self.exprs.cond(s.cond, env)))]})
+            states.append({"name": name, "id": next(self.ctx.state_ids), "parser_ops": ops,
                            "transition_key": [tmp.json()], "transitions": [
                                {"type": "hexstr", "value": "0x01", "mask": None,
                                 "next_state": then_s},
@@ -145,7 +137,7 @@ class ParserLowering:
             trans = [{"type": "default", "value": None, "mask": None, "next_state": goto}]
         else:
             key, trans = self.transition(st, env, ops)
-        states.append({"name": name, "id": next(self.state_ids), "parser_ops": ops,
+        states.append({"name": name, "id": next(self.ctx.state_ids), "parser_ops": ops,
                        "transitions": trans, "transition_key": key})
 
     def inline_subparser(self, name: str, call: A.Call, rest: list[A.Stmt], st: A.ParserState,
@@ -155,30 +147,24 @@ class ParserLowering:
         accept continues with the rest of the calling state."""
         base = call.target[1]
         if isinstance(base, A.Name) and isinstance(base.decl, A.ParserDecl):
-            inst = ObjRef("parser", f"{env.prefix}.{base.decl.name}" if env.prefix
-                          else base.decl.name, base.decl)
+            inst = R.ObjRef("parser", f"{env.prefix}.{base.decl.name}" if env.prefix
+                            else base.decl.name, base.decl)
         else:
-            inst = self.ref(base, env)
-        if not isinstance(inst, ObjRef) or inst.kind != "parser":
+            inst = self.exprs.ref(base, env)
+        if not isinstance(inst, R.ObjRef) or inst.kind != "parser":
             raise unsupported(call.loc, "applying this parser")
         decl: A.ParserDecl = inst.decl
-        inner = Env(self.globals_env, prefix=inst.name)
+        inner = Env(self.ctx.globals_env, prefix=inst.name)
         for a, p in zip(call.args, decl.params):
             assert a.expr is not None
-            r = self.ref(a.expr, env)
+            r = self.exprs.ref(a.expr, env)
             inner.bind(p, r)
-        for d in decl.locals:
-            if isinstance(d, A.VarDecl) and not d.const:
-                inner.bind(d, self.alloc_local(d, inner))
-            elif isinstance(d, A.Instance):
-                inner.bind(d, self.register_instance(d, inner.prefix))
-            elif isinstance(d, A.ValueSetDecl):
-                raise unsupported(d.loc, "value_set in a sub-parser")
+        self.bind_locals(decl, inner, sub_parser=True)
         local = inst.name.split(".")[-1]
         join = self.new_state(f"{name}_after_{local}")
         rename = {s.name: self.new_state(f"{local}_{s.name}") for s in decl.states}
         rename["accept"] = join
-        states.append({"name": name, "id": next(self.state_ids), "parser_ops": ops,
+        states.append({"name": name, "id": next(self.ctx.state_ids), "parser_ops": ops,
                        "transition_key": [], "transitions": [
                            {"type": "default", "value": None, "mask": None,
                             "next_state": rename["start"]}]})
@@ -194,35 +180,26 @@ class ParserLowering:
         self.state_rename.pop()
         self.lower_state(join, rest, st, goto, env, [], states)
 
-
     def new_state(self, base: str) -> str:
-        name, n = base, 0
-        while name in self.state_names:
-            name = f"{base}_{n}"
-            n += 1
-        self.state_names.add(name)
-        return name
+        return unique(base, self.state_names)
 
-    def parser_stmt(self, s: A.Stmt, env: Env, ops: list[Json]) -> None:
-        if isinstance(s, A.Block):
-            for x in s.stmts:
-                self.parser_stmt(x, Env(env), ops)
-        elif isinstance(s, A.Assign) and isinstance(s.lhs, A.Slice):
-            dst, value = self.slice_assign(s.lhs, s.rhs, env)
-            ops.append({"op": "set", "parameters": [dst, as_param(value)]})
-        elif isinstance(s, A.Assign):
-            self.parser_assign(self.ref(s.lhs, env), s.rhs, env, ops, s)
-        elif isinstance(s, A.VarDecl):
-            r = self.alloc_local(s, env)
-            env.bind(s, r)
-            if s.init is not None:
-                self.parser_assign(r, s.init, env, ops, s)
-        elif isinstance(s, A.CallStmt):
-            self.parser_call(s.call, env, ops)
-        elif isinstance(s, A.EmptyStmt):
-            pass
-        else:
-            raise unsupported(s.loc, f"statement {type(s).__name__} in a parser state")
+    def generic_visit(self, node: A.Node, *args: Any) -> None:
+        raise unsupported(node.loc, f"statement {type(node).__name__} in a parser state")
+
+    def visit_Block(self, s: A.Block, env: Env, ops: list[Json]) -> None:
+        for x in s.stmts:
+            self.visit(x, Env(env), ops)
+
+    def assign_slice(self, s: A.Assign, env: Env, out: list[Json]) -> None:
+        dst, value = self.stmts.slice_assign(s.lhs, s.rhs, env)  # type: ignore[arg-type]
+        out.append({"op": "set", "parameters": [dst, R.as_param(value)]})
+
+    def assign_value(self, dst: R.Ref, rhs: A.Expr, env: Env, out: list[Json], node: Any
+                     ) -> None:
+        self.parser_assign(dst, rhs, env, out, node)
+
+    def lower_call(self, c: A.Call, env: Env, out: list[Json]) -> None:
+        self.parser_call(c, env, out)
 
     def lookahead_of(self, e: A.Expr) -> Json | None:
         """`pkt.lookahead<T>()` (or a field/slice of it) as a BMv2 lookahead operand."""
@@ -251,18 +228,19 @@ class ParserLowering:
             return {"type": "lookahead", "value": [0, T.bit_width(e.type)]}
         return None
 
-    def parser_assign(self, dst: Ref | None, rhs: A.Expr, env: Env, ops: list[Json],
+    def parser_assign(self, dst: R.Ref | None, rhs: A.Expr, env: Env, ops: list[Json],
                       node: Any) -> None:
         assert dst is not None
         la = self.lookahead_of(rhs)
-        if la is not None and isinstance(dst, FieldRef):
+        if la is not None and isinstance(dst, R.FieldRef):
             ops.append({"op": "set", "parameters": [dst.json(), la]})
             return
-        if isinstance(dst, FieldRef) and not isinstance(dst.type, T.VarbitT):
-            ops.append({"op": "set", "parameters": [dst.json(), as_param(self.data(rhs, env))]})
+        if isinstance(dst, R.FieldRef) and not isinstance(dst.type, T.VarbitT):
+            value = R.as_param(self.exprs.data(rhs, env))
+            ops.append({"op": "set", "parameters": [dst.json(), value]})
             return
         prims: list[Json] = []
-        self.assign(dst, rhs, env, prims, node)
+        self.stmts.assign(dst, rhs, env, prims, node)
         for p in prims:
             if p["op"] == "assign":
                 ops.append({"op": "set", "parameters": p["parameters"]})
@@ -272,8 +250,8 @@ class ParserLowering:
     def parser_call(self, c: A.Call, env: Env, ops: list[Json]) -> None:
         tgt = c.target
         if tgt[0] == "method":
-            inst = self.ref(tgt[1], env)
-            if isinstance(inst, ObjRef) and inst.kind == "packet_in":
+            inst = self.exprs.ref(tgt[1], env)
+            if isinstance(inst, R.ObjRef) and inst.kind == "packet_in":
                 name = tgt[2].name
                 if name == "extract":
                     arg = c.args[0].expr
@@ -282,7 +260,7 @@ class ParserLowering:
                         if skipped is None:
                             raise CompileError(c.loc, "extract(_) needs a type argument")
                         ops.append({"op": "advance", "parameters": [
-                            hexstr(T.bit_width(skipped), 32)]})
+                            R.hexstr(T.bit_width(skipped), 32)]})
                         return
                     p = self.extract_target(arg, env)
                     if len(c.args) == 2:
@@ -290,20 +268,22 @@ class ParserLowering:
                         assert n is not None
                         # BMv2 wants an expression parameter: a typed node wrapped once more,
                         # here always an operation (which p4sim's switch reads too)
-                        length = as_param(mk("&", self.data(n, env), hexstr(0xFFFFFFFF, 32)))
+                        length = R.as_param(R.expr("&", self.exprs.data(n, env),
+                                                   R.hexstr(0xFFFFFFFF, 32)))
                         ops.append({"op": "extract_VL", "parameters": [p, length]})
                     else:
                         ops.append({"op": "extract", "parameters": [p]})
                 elif name == "advance":
                     n = c.args[0].expr
                     assert n is not None
-                    ops.append({"op": "advance", "parameters": [as_param(self.data(n, env))]})
+                    length = R.as_param(self.exprs.data(n, env))
+                    ops.append({"op": "advance", "parameters": [length]})
                 elif name == "lookahead":
                     # value unused, but BMv2 still checks the packet is long enough
                     # (PacketTooShort): read it into a temporary
                     width = T.bit_width(c.type)
                     if width:
-                        tmp = self.alloc_temp(width, env, "tmp")
+                        tmp = self.storage.alloc_temp(width, env, "tmp")
                         ops.append({"op": "set", "parameters": [
                             tmp.json(), {"type": "lookahead", "value": [0, width]}]})
                 else:
@@ -314,11 +294,11 @@ class ParserLowering:
         if tgt[0] == "function" and tgt[1].name == "verify":
             cond, err = c.args[0].expr, c.args[1].expr
             assert cond is not None and err is not None
-            ops.append({"op": "verify", "parameters": [self.cond(cond, env),
-                                                       self.data(err, env)]})
+            ops.append({"op": "verify", "parameters": [self.exprs.cond(cond, env),
+                                                       self.exprs.data(err, env)]})
             return
         prims: list[Json] = []
-        self.call_to_prims(c, env, prims)
+        self.stmts.call_to_prims(c, env, prims)
         for p in prims:
             ops.append({"op": "primitive", "parameters": [p]})
 
@@ -326,18 +306,18 @@ class ParserLowering:
         nxt = arg.expr if isinstance(arg, A.Member) else None
         if isinstance(nxt, A.Member) and nxt.name == "next" and isinstance(nxt.expr.type,
                                                                             T.StackT):
-            ust = self.ref(nxt.expr, env)  # `u.next.member` of a header union stack
-            if isinstance(ust, UnionStackRef):
+            ust = self.exprs.ref(nxt.expr, env)  # `u.next.member` of a header union stack
+            if isinstance(ust, R.UnionStackRef):
                 return {"type": "union_stack", "value": [ust.name, arg.name]}
         if isinstance(arg, A.Member) and arg.name == "next" and isinstance(arg.expr.type,
                                                                              T.StackT):
-            st = self.ref(arg.expr, env)
-            assert isinstance(st, StackRef)
+            st = self.exprs.ref(arg.expr, env)
+            assert isinstance(st, R.StackRef)
             return {"type": "stack", "value": st.name}
-        r = self.ref(arg, env)
-        if isinstance(r, HeaderRef):
+        r = self.exprs.ref(arg, env)
+        if isinstance(r, R.HeaderRef):
             return {"type": "regular", "value": r.name}
-        if isinstance(r, DynElemRef):
+        if isinstance(r, R.DynElemRef):
             raise unsupported(arg.loc, "extract into a stack element with a run-time index")
         raise CompileError(arg.loc, "extract needs a header")
 
@@ -374,7 +354,7 @@ class ParserLowering:
             items = ks.items if isinstance(ks, A.ListExpr) else [ks]
             if len(items) == 1 and isinstance(items[0], A.Name) and isinstance(
                     items[0].type, T.ObjT):
-                vs = self.ref(items[0], env)
+                vs = self.exprs.ref(items[0], env)
                 trans.append({"type": "parse_vset", "value": vs.name, "mask": None,
                               "next_state": nxt})
                 continue
@@ -405,17 +385,17 @@ class ParserLowering:
             smask = ((1 << bits) - 1) << shift
         if isinstance(inner, A.Member) and inner.type != T.BOOL and not isinstance(
                 inner.expr.type, T.ObjT):
-            r = self.ref(inner, env)
-            if isinstance(r, FieldRef):
+            r = self.exprs.ref(inner, env)
+            if isinstance(r, R.FieldRef):
                 w = T.bit_width(inner.type)
                 return r.json(), (w + 7) // 8, shift, smask
             if isinstance(inner.expr, A.Member) and inner.expr.name == "last":
-                st = self.ref(inner.expr.expr, env)
+                st = self.exprs.ref(inner.expr.expr, env)
                 w = T.bit_width(inner.type)
                 return {"type": "stack_field", "value": [st.name, inner.name]}, (w + 7) // 8, \
                     shift, smask
-        tmp = self.alloc_temp(bits, env)
-        ops.append({"op": "set", "parameters": [tmp.json(), as_param(self.data(e, env))]})
+        tmp = self.storage.alloc_temp(bits, env)
+        ops.append({"op": "set", "parameters": [tmp.json(), R.as_param(self.exprs.data(e, env))]})
         return tmp.json(), (bits + 7) // 8, 0, -1
 
     def key_choices(self, it: A.Expr, lay: tuple[int, int, int]) -> list[tuple[int, int, bool]]:
@@ -428,7 +408,7 @@ class ParserLowering:
             if isinstance(v, bool):
                 return int(v)
             if isinstance(v, tuple):
-                j = self.const_json(v, x.type)
+                j = self.exprs.const_json(v, x.type)
                 return int(j["value"], 16)
             return v
 
@@ -446,68 +426,3 @@ class ParserLowering:
         return [((val(it) << shift) & base_mask, base_mask, smask >= 0)]
 
     # ---- deparser and checksums -------------------------------------------------------------
-    def lower_deparser(self, decl: A.ControlDecl, env: Env) -> Json:
-        order: list[str] = []
-        assert decl.body is not None
-        for s in decl.body.stmts:
-            if isinstance(s, A.EmptyStmt):
-                continue
-            c = s.call if isinstance(s, A.CallStmt) else None
-            if c is None or c.target[0] != "method" or c.target[2].name != "emit":
-                raise unsupported(s.loc, "deparser statements other than emit()")
-            arg = c.args[0].expr
-            assert arg is not None
-            self.emit_order(self.ref(arg, env), order, arg)
-        return {"name": "deparser", "id": 0, "source_info": self.source_info(decl),
-                "order": order, "primitives": []}
-
-    def emit_order(self, r: Ref, order: list[str], e: A.Expr) -> None:
-        if isinstance(r, HeaderRef):
-            order.append(r.name)
-        elif isinstance(r, StackRef):
-            order.extend(r.elems)
-        elif isinstance(r, UnionRef):
-            order.extend(h.name for h in r.members.values())
-        elif isinstance(r, UnionStackRef):
-            for u in r.unions:
-                order.extend(h.name for h in u.members.values())
-        elif isinstance(r, StructRef):
-            for sub in r.fields.values():
-                self.emit_order(sub, order, e)
-        else:
-            raise CompileError(e.loc, "emit() needs a header, a header stack or a struct")
-
-    def lower_checksums(self, decl: A.ControlDecl, env: Env, verify: bool,
-                        out: list[Json]) -> None:
-        assert decl.body is not None
-        for s in decl.body.stmts:
-            if isinstance(s, A.EmptyStmt):
-                continue
-            c = s.call if isinstance(s, A.CallStmt) else None
-            name = c.target[1].name if c is not None and c.target[0] == "function" else ""
-            want = "verify_checksum" if verify else "update_checksum"
-            if c is None or name not in (want, want + "_with_payload"):
-                raise unsupported(s.loc, f"statements other than {want}() in"
-                                  f" {decl.name}")
-            args = [a.expr for a in c.args]
-            algo = args[3].const[1]  # type: ignore[union-attr]
-            if algo not in ("csum16", "crc16", "crc32", "identity", "xor16"):
-                raise unsupported(c.loc, f"checksum algorithm {algo}")
-            fields = self.flatten(args[1], env)
-            if any(f.get("type") in ("expression", "runtime_data") for f in fields):
-                raise unsupported(c.loc, "computed values in a checksum's field list")
-            if name.endswith("_with_payload"):
-                fields = [*fields, {"type": "payload", "value": None}]
-            calc = self.add_calculation(HASH_ALGOS[algo], fields, c)
-            tgt = self.ref(args[2], env)
-            if not isinstance(tgt, FieldRef):
-                raise CompileError(args[2].loc, "checksum target must be a field")
-            cond = None if args[0].const is True else self.cond(args[0], env)
-            n = len(out)
-            out.append({"name": "cksum" if n == 0 else f"cksum_{n - 1}", "id": n,
-                        "source_info": self.source_info(c), "target": tgt.json()["value"],
-                        "type": "generic", "calculation": calc, "verify": verify,
-                        "update": not verify, "if_cond": cond})
-
-
-__all__ = ["ParserLowering", "prim", "range_to_masks"]

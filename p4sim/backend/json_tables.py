@@ -4,51 +4,53 @@ program."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from p4sim.backend.json_actions import ActionLowering, prim
+from p4sim.backend import refs as R
 from p4sim.backend.json_expr import Env
 from p4sim.backend.naming import expr_text
-from p4sim.backend.refs import (
-    FieldRef,
-    HeaderRef,
-    Json,
-    ObjRef,
-    hex_padded,
-)
+from p4sim.backend.refs import Json
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, unsupported
 
+if TYPE_CHECKING:
+    from p4sim.backend.action_registry import ActionRegistry
+    from p4sim.backend.context import LoweringContext
+    from p4sim.backend.json_expr import ExprConverter
+    from p4sim.backend.json_externs import ExternConverter
+    from p4sim.backend.json_layout import StorageLayout
 
-class TableLowering(ActionLowering):
-    # Provided by the program builder.
-    pipeline: Json
-    tables_applied: dict[str, A.TableDecl]
-    table_info: list[tuple[str, A.TableDecl, Env]]
-    table_pipeline: dict[str, int]
-    action_for: Any
-    bind_direct: Any
-    add_action_profile: Any
-    next_table_id: Any
-    unique_table: Any
+
+class TableConverter:
+    """Tables: keys, actions, default and const entries, selectors and direct resources."""
+
+    def __init__(self, ctx: LoweringContext, exprs: ExprConverter, storage: StorageLayout,
+                 externs: ExternConverter, actions: ActionRegistry) -> None:
+        self.ctx, self.exprs, self.storage = ctx, exprs, storage
+        self.externs, self.actions = externs, actions
+        self.tables_applied: dict[str, A.TableDecl] = {}
+        self.table_info: list[tuple[str, A.TableDecl, Env]] = []
+        self.table_pipeline: dict[str, int] = {}
+        self.hidden_tables: set[str] = set()  # tables p4sim made up (P4Info leaves them out)
+
     # ---- tables -------------------------------------------------------------------------------
-    def ref_table(self, call: A.Call, env: Env) -> ObjRef:
+    def ref_table(self, call: A.Call, env: Env) -> R.ObjRef:
         base = call.func.expr  # type: ignore[attr-defined]
-        r = self.ref(base, env)
-        assert isinstance(r, ObjRef)
+        r = self.exprs.ref(base, env)
+        assert isinstance(r, R.ObjRef)
         return r
 
-    def table_action(self, act: A.ActionDecl, acall: A.Call | None, tref: ObjRef,
+    def table_action(self, act: A.ActionDecl, acall: A.Call | None, tref: R.ObjRef,
                      env: Env) -> tuple[str, int]:
-        aenv = env_of_action(act, env, self)
+        aenv = self.actions.env_of(act, env)
         bound: list[Any] = []
         if acall is not None:
             for a, p in zip(acall.args, act.params):
                 if p.direction:
                     assert a.expr is not None
-                    bound.append((p, self.ref(a.expr, env)))
-        return self.action_for(act, aenv, bound)
+                    bound.append((p, self.exprs.ref(a.expr, env)))
+        return self.actions.action_for(act, aenv, bound)
 
     def apply_table(self, call: A.Call, env: Env, nt: dict[str, str | None], nxt: str | None,
                     hitmiss: bool = False) -> str:
@@ -65,8 +67,8 @@ class TableLowering(ActionLowering):
         kinds = {k["match_type"] for k in keys}
         mt = ("range" if "range" in kinds else "ternary" if kinds & {"ternary", "optional"}
               else "lpm" if "lpm" in kinds else "exact")
-        j: Json = {"name": tref.name, "id": self.next_table_id(),
-                   "source_info": self.source_info(t), "key": keys, "match_type": mt,
+        j: Json = {"name": tref.name, "id": self.ctx.next_table_id(),
+                   "source_info": self.ctx.source_info(t), "key": keys, "match_type": mt,
                    "type": "simple", "max_size": t.size if t.size is not None else 1024,
                    "with_counters": False, "support_timeout": False, "direct_meters": None,
                    "action_ids": [i for _, i in actions], "actions": names,
@@ -75,46 +77,60 @@ class TableLowering(ActionLowering):
         if "support_timeout" in props:
             j["support_timeout"] = bool(props["support_timeout"].value.const)
         if "implementation" in props:
-            prof = self.ref(props["implementation"].value, env)
-            assert isinstance(prof, ObjRef)
-            self.add_action_profile(prof, selector_inputs, t)
+            prof = self.exprs.ref(props["implementation"].value, env)
+            assert isinstance(prof, R.ObjRef)
+            self.externs.add_action_profile(prof, selector_inputs, t)
             j["type"] = "indirect_ws" if prof.decl.name == "action_selector" else "indirect"
             j["action_profile"] = prof.name
         elif selector_inputs:
             raise CompileError(t.loc, f"table {t.name} has selector keys but no"
                                " implementation")
         if "counters" in props:
-            cref = self.ref(props["counters"].value, env)
-            assert isinstance(cref, ObjRef)
-            self.bind_direct(cref, tref.name, j)
+            cref = self.exprs.ref(props["counters"].value, env)
+            assert isinstance(cref, R.ObjRef)
+            self.externs.bind_direct(cref, tref.name, j)
             j["with_counters"] = True
         if "meters" in props:
-            mref = self.ref(props["meters"].value, env)
-            assert isinstance(mref, ObjRef)
-            self.bind_direct(mref, tref.name, j)
+            mref = self.exprs.ref(props["meters"].value, env)
+            assert isinstance(mref, R.ObjRef)
+            self.externs.bind_direct(mref, tref.name, j)
             j["direct_meters"] = mref.name
         dact, dcall, dconst = t.default
         did = dict(zip([a for a, _, _ in t.action_list], actions))
         __, daid = did.get(dact) or self.table_action(dact, dcall, tref, env)
         data = []
         if dcall is not None:
-            data = [hex_padded(self.const_int_of(a.expr), T.bit_width(p.rtype))
+            data = [R.hex_padded(self.exprs.const_int_of(a.expr), T.bit_width(p.rtype))
                     for a, p in zip(dcall.args, dact.params) if not p.direction]
         if j["type"] == "simple":
             j["default_entry"] = {"action_id": daid, "action_const": bool(dconst),
                                   "action_data": data, "action_entry_const": bool(dconst)}
         if t.entries:
             j["entries"] = self.table_entries(t, did)
-        self.pipeline["tables"].append(j)
+        self.ctx.pipeline["tables"].append(j)
         self.table_info.append((tref.name, t, env))
-        self.table_pipeline[tref.name] = self.pipeline["id"]
+        self.table_pipeline[tref.name] = self.ctx.pipeline["id"]
         if pre:  # computed keys: p4c-style temporaries set by a hidden action just before
-            aname = self.unique_action("act")
-            aid = self.add_action_json(aname, [], pre, t)
-            self.hidden_actions.add(aname)
-            return self.dummy_table(self.unique_table("tbl_" + aname), aname, aid, [],
+            aname = self.ctx.unique_action("act")
+            aid = self.actions.add_action_json(aname, [], pre, t)
+            self.actions.hidden_actions.add(aname)
+            return self.dummy_table(self.ctx.unique_table("tbl_" + aname), aname, aid, [],
                                     tref.name, t)
         return tref.name
+
+    def dummy_table(self, tname: str, aname: str, aid: int, data: list[str], nxt: str | None,
+                    node: Any) -> str:
+        self.hidden_tables.add(tname)
+        self.ctx.pipeline["tables"].append({
+            "name": tname, "id": self.ctx.next_table_id(),
+            "source_info": self.ctx.source_info(node),
+            "key": [], "match_type": "exact", "type": "simple", "max_size": 1024,
+            "with_counters": False, "support_timeout": False, "direct_meters": None,
+            "action_ids": [aid], "actions": [aname], "base_default_next": nxt,
+            "next_tables": {aname: nxt},
+            "default_entry": {"action_id": aid, "action_const": True, "action_data": data,
+                              "action_entry_const": True}})
+        return tname
 
     def table_keys(self, t: A.TableDecl, env: Env, pre: list[Json]
                    ) -> tuple[list[Json], list[Json]]:
@@ -127,22 +143,22 @@ class TableLowering(ActionLowering):
             if isinstance(e, A.Binary) and e.op == "&" and isinstance(
                     e.right.const, int) and isinstance(e.left, A.Member):
                 # `field & constant`: BMv2 applies the constant as the key's mask
-                mask = hex_padded(e.right.const, T.bit_width(e.left.type))
+                mask = R.hex_padded(e.right.const, T.bit_width(e.left.type))
                 e = e.left
             # a slice key is computed into a temporary (as p4c does), so the key's value is
             # the slice itself, not the field under a mask
-            valid_of = (self.ref(e.target[2], env) if isinstance(e, A.Call) and e.target
+            valid_of = (self.exprs.ref(e.target[2], env) if isinstance(e, A.Call) and e.target
                         and e.target[:2] == ("builtin", "isValid") else None)
-            if isinstance(valid_of, HeaderRef):
+            if isinstance(valid_of, R.HeaderRef):
                 target: Json = {"type": "field", "value": [valid_of.name, "$valid$"]}
             else:
-                r = self.ref(e, env) if isinstance(e, (A.Name, A.Member, A.Index)) else None
-                if not isinstance(r, FieldRef):
+                r = self.exprs.ref(e, env) if isinstance(e, (A.Name, A.Member, A.Index)) else None
+                if not isinstance(r, R.FieldRef):
                     if mask is not None:  # the slice's base is itself computed
                         e, mask = k.expr, None
-                    tmp = self.alloc_temp(T.bit_width(e.type), env, "key")
-                    pre.append(prim("assign", [tmp.json(), self.data(e, env)], k,
-                                    self.source_info))
+                    tmp = self.storage.alloc_temp(T.bit_width(e.type), env, "key")
+                    pre.append(R.prim("assign", [tmp.json(), self.exprs.data(e, env)], k,
+                                      self.ctx.source_info))
                     r = tmp
                 target = r.json()
             if k.match_kind == "selector":
@@ -171,11 +187,11 @@ class TableLowering(ActionLowering):
             _aname, aid = did[act]
             data = []
             if isinstance(ent.action, A.Call):
-                data = [hex_padded(self.const_int_of(a.expr), T.bit_width(p.rtype))
+                data = [R.hex_padded(self.exprs.const_int_of(a.expr), T.bit_width(p.rtype))
                         for a, p in zip(ent.action.args, act.params) if not p.direction]
             prio = (top + 1 - ent.prio if ent.prio is not None else
                     ent.raw_prio if ent.raw_prio is not None else i + 1)
-            out.append({"source_info": self.source_info(ent), "match_key": mk,
+            out.append({"source_info": self.ctx.source_info(ent), "match_key": mk,
                         "action_entry": {"action_id": aid, "action_data": data},
                         "priority": prio})
         return out
@@ -199,15 +215,16 @@ def entry_key(kv: A.Expr, k: A.KeyElement) -> Json:
         return v & full
 
     if mkind == "exact":
-        return {"match_type": "exact", "key": hex_padded(val(kv), w)}
+        return {"match_type": "exact", "key": R.hex_padded(val(kv), w)}
     if mkind == "range":
         if isinstance(kv, A.DefaultExpr):
-            return {"match_type": "range", "start": hex_padded(0, w), "end": hex_padded(full, w)}
+            return {"match_type": "range", "start": R.hex_padded(0, w),
+                    "end": R.hex_padded(full, w)}
         if isinstance(kv, A.Binary) and kv.op == "..":
-            return {"match_type": "range", "start": hex_padded(val(kv.left), w),
-                    "end": hex_padded(val(kv.right), w)}
-        return {"match_type": "range", "start": hex_padded(val(kv), w),
-                "end": hex_padded(val(kv), w)}
+            return {"match_type": "range", "start": R.hex_padded(val(kv.left), w),
+                    "end": R.hex_padded(val(kv.right), w)}
+        return {"match_type": "range", "start": R.hex_padded(val(kv), w),
+                "end": R.hex_padded(val(kv), w)}
     if isinstance(kv, A.DefaultExpr):
         value, mask = 0, 0
     elif isinstance(kv, A.Binary) and kv.op == "&&&":
@@ -218,14 +235,8 @@ def entry_key(kv: A.Expr, k: A.KeyElement) -> Json:
         plen = bin(mask).count("1")
         if mask != ((full >> (w - plen)) << (w - plen) if plen else 0):
             raise CompileError(kv.loc, "lpm entry mask must be a prefix")
-        return {"match_type": "lpm", "key": hex_padded(value & mask, w), "prefix_length": plen}
+        return {"match_type": "lpm", "key": R.hex_padded(value & mask, w), "prefix_length": plen}
     # an optional key's entry is a ternary one (p4c's JSON): `_` is mask 0, a value mask ~0
     return {"match_type": "ternary" if mkind in ("ternary", "optional") else mkind,
-            "key": hex_padded(value & mask, w), "mask": hex_padded(mask, w)}
+            "key": R.hex_padded(value & mask, w), "mask": R.hex_padded(mask, w)}
 
-
-def env_of_action(act: A.ActionDecl, env: Env, low: Any) -> Env:
-    """Global actions see only global names; control-local ones see the control."""
-    if act in low.global_actions:
-        return low.globals_env
-    return env

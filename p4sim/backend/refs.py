@@ -4,7 +4,7 @@ those, action data, an extern instance), plus JSON value helpers."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 from p4sim.frontend import types as T
 
@@ -66,6 +66,9 @@ def as_param(j: Json) -> Json:
     return j
 
 
+StorageType = TypeVar("StorageType", bound=T.Type)
+
+
 class Ref:
     type: T.Type
 
@@ -81,22 +84,26 @@ class FieldRef(Ref):
 
 
 @dataclass
-class HeaderRef(Ref):
+class NamedRef(Ref, Generic[StorageType]):
+    """Storage BMv2 names as a whole: its JSON is the kind and the name."""
+
     name: str
-    type: T.StructT
+    type: StorageType
+    json_kind: ClassVar[str] = ""
 
     def json(self) -> Json:
-        return {"type": "header", "value": self.name}
+        return {"type": self.json_kind, "value": self.name}
 
 
 @dataclass
-class StackRef(Ref):
-    name: str
-    type: T.StackT
-    elems: list[str]
+class HeaderRef(NamedRef[T.StructT]):
+    json_kind: ClassVar[str] = "header"
 
-    def json(self) -> Json:
-        return {"type": "header_stack", "value": self.name}
+
+@dataclass
+class StackRef(NamedRef[T.StackT]):
+    elems: list[str]
+    json_kind: ClassVar[str] = "header_stack"
 
 
 @dataclass
@@ -123,25 +130,17 @@ class DynFieldRef(Ref):
 
 
 @dataclass
-class UnionRef(Ref):
-    name: str
-    type: T.StructT
+class UnionRef(NamedRef[T.StructT]):
     members: dict[str, HeaderRef]
-
-    def json(self) -> Json:
-        return {"type": "header_union", "value": self.name}
+    json_kind: ClassVar[str] = "header_union"
 
 
 @dataclass
-class UnionStackRef(Ref):
+class UnionStackRef(NamedRef[T.StackT]):
     """A stack of header unions (constant indices and `.next` in extract only)."""
 
-    name: str
-    type: T.StackT
     unions: list[UnionRef]
-
-    def json(self) -> Json:
-        return {"type": "header_union_stack", "value": self.name}
+    json_kind: ClassVar[str] = "header_union_stack"
 
 
 @dataclass

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from p4sim.frontend import ast as A
 from p4sim.frontend.errors import CompileError
 from p4sim.frontend.parse_expr import _TYPE_KWS, ExprParser
 
+Item = TypeVar("Item")
+
 
 class StmtParser(ExprParser):
+    def parse_braced(self, parse_item: Callable[[], Item]) -> list[Item]:
+        """`{ ITEM ITEM ... }`: the items up to the closing brace."""
+        self.expect("{")
+        items: list[Item] = []
+        while not self.at("}"):
+            items.append(parse_item())
+        self.expect("}")
+        return items
+
     def parse_block(self) -> A.Block:
         lb = self.expect("{")
         stmts: list[A.Stmt] = []
@@ -132,12 +146,10 @@ class StmtParser(ExprParser):
         self.expect("(")
         e = self.parse_expr()
         self.expect(")")
-        self.expect("{")
-        cases: list[A.SwitchCase] = []
-        while not self.at("}"):
-            label = self.parse_expr()
-            self.expect(":")
-            body = self.parse_block() if self.at("{") else None
-            cases.append(A.SwitchCase(label.loc, [label], body))
-        self.expect("}")
-        return A.Switch(t.loc, e, cases)
+        return A.Switch(t.loc, e, self.parse_braced(self.parse_switch_case))
+
+    def parse_switch_case(self) -> A.SwitchCase:
+        label = self.parse_expr()
+        self.expect(":")
+        body = self.parse_block() if self.at("{") else None
+        return A.SwitchCase(label.loc, [label], body)

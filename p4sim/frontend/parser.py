@@ -155,6 +155,11 @@ class Parser(StmtParser):
                 and self.peek(2).kind != "id") and (
                 self.peek().text == "{" or not self._generic_func_ahead()):
             return self.parse_extern_object(annos)
+        ret, name, tparams, params = self.parse_signature()
+        return A.FunctionDecl(name.loc, annos, name.text, ret, tparams, params, None)
+
+    def parse_signature(self) -> tuple[A.TypeSyntax, Token, list[str], list[A.Param]]:
+        """`RET NAME<T...>(params);` of an extern function or an extern's method."""
         ret = self.parse_type()
         name = self.ident()
         tparams = self.parse_type_params()
@@ -162,7 +167,7 @@ class Parser(StmtParser):
         params = self.parse_params()
         self.pop_type_params()
         self.expect(";")
-        return A.FunctionDecl(name.loc, annos, name.text, ret, tparams, params, None)
+        return ret, name, tparams, params
 
     def _generic_func_ahead(self) -> bool:
         # `extern T name<...>(...)` vs `extern name<T> {`: an object when `>` is followed by `{`.
@@ -196,13 +201,7 @@ class Parser(StmtParser):
                 self.expect(";")
                 methods.append(A.MethodDecl(ctor.loc, mannos, ctor.text, None, [], params))
                 continue
-            ret = self.parse_type()
-            mname = self.ident()
-            mtparams = self.parse_type_params()
-            self.push_type_params(mtparams)
-            params = self.parse_params()
-            self.pop_type_params()
-            self.expect(";")
+            ret, mname, mtparams, params = self.parse_signature()
             methods.append(A.MethodDecl(mname.loc, mannos, mname.text, ret, mtparams, params,
                                         abstract))
         self.expect("}")
@@ -249,25 +248,25 @@ class Parser(StmtParser):
         self.expect(";")
         return A.ValueSetDecl(name.loc, annos, name.text, elem, size)
 
-    def parse_package(self, annos: list[A.Annotation]) -> A.PackageDecl:
-        self.expect("package")
+    def parse_type_head(self, keyword: str) -> tuple[Token, list[str], list[A.Param]]:
+        """`KEYWORD Name<T...>(params)` of a package, parser or control: its name, type
+        parameters (left in scope for the caller to pop) and parameters."""
+        self.expect(keyword)
         name = self.ident()
         self.declare_type(name.text)
         tparams = self.parse_type_params()
         self.push_type_params(tparams)
-        params = self.parse_params()
+        return name, tparams, self.parse_params()
+
+    def parse_package(self, annos: list[A.Annotation]) -> A.PackageDecl:
+        name, tparams, params = self.parse_type_head("package")
         self.pop_type_params()
         self.expect(";")
         return A.PackageDecl(name.loc, annos, name.text, tparams, params)
 
     # ---- parsers ------------------------------------------------------------------------------
     def parse_parser(self, annos: list[A.Annotation]) -> A.ParserDecl:
-        self.expect("parser")
-        name = self.ident()
-        self.declare_type(name.text)
-        tparams = self.parse_type_params()
-        self.push_type_params(tparams)
-        params = self.parse_params()
+        name, tparams, params = self.parse_type_head("parser")
         if self.accept(";"):
             self.pop_type_params()
             return A.ParserDecl(name.loc, annos, name.text, tparams, params, [], [], [], True)
@@ -284,6 +283,14 @@ class Parser(StmtParser):
         self.expect("}")
         self.pop_type_params()
         return A.ParserDecl(name.loc, annos, name.text, tparams, params, ctor, local, states)
+
+    def parse_key_element(self) -> A.KeyElement:
+        e = self.parse_expr()
+        self.expect(":")
+        mk = self.ident()
+        kannos = self.parse_annotations()
+        self.expect(";")
+        return A.KeyElement(e.loc, e, mk.text, mk.loc, kannos)
 
     def parse_local(self, annos: list[A.Annotation]) -> A.Node:
         t = self.tok
@@ -355,12 +362,7 @@ class Parser(StmtParser):
 
     # ---- controls -----------------------------------------------------------------------------
     def parse_control(self, annos: list[A.Annotation]) -> A.ControlDecl:
-        self.expect("control")
-        name = self.ident()
-        self.declare_type(name.text)
-        tparams = self.parse_type_params()
-        self.push_type_params(tparams)
-        params = self.parse_params()
+        name, tparams, params = self.parse_type_head("control")
         if self.accept(";"):
             self.pop_type_params()
             return A.ControlDecl(name.loc, annos, name.text, tparams, params, [], [], None, True)
@@ -389,16 +391,7 @@ class Parser(StmtParser):
             pname = self.ident().text if pt.kind == "id" else self._kw_member().text
             if pname == "key":
                 self.expect("=")
-                self.expect("{")
-                keys: list[A.KeyElement] = []
-                while not self.at("}"):
-                    e = self.parse_expr()
-                    self.expect(":")
-                    mk = self.ident()
-                    kannos = self.parse_annotations()
-                    self.expect(";")
-                    keys.append(A.KeyElement(e.loc, e, mk.text, mk.loc, kannos))
-                self.expect("}")
+                keys = self.parse_braced(self.parse_key_element)
                 props.append(A.TableProperty(pt.loc, "key", keys, const, pannos))
             elif pname == "actions":
                 self.expect("=")

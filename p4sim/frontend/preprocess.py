@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from p4sim.frontend.errors import CompileError, Loc
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Strings, char-like chunks and identifiers; macro expansion only touches identifiers.
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_]*|\d[\w.]*|\S')
 BUILTIN_INCLUDE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "p4include")
 
 

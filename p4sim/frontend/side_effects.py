@@ -130,7 +130,11 @@ def _storable(t: Any) -> bool:
         T.BOOL, T.ERROR)
 
 
-class SideEffectOrdering:
+# the declarations whose bodies hold statements to order (visited without a `pre` list)
+_WITH_BODIES = (A.ActionDecl, A.FunctionDecl, A.ControlDecl, A.ParserDecl)
+
+
+class SideEffectOrdering(A.NodeVisitor):
     def __init__(self) -> None:
         self.in_parser = False
 
@@ -164,23 +168,34 @@ class SideEffectOrdering:
     # ---- program --------------------------------------------------------------------------------
     def run(self, prog: A.Program) -> None:
         for d in prog.decls:
-            self.decl(d)
+            if isinstance(d, _WITH_BODIES):
+                self.visit(d)
 
-    def decl(self, d: A.Node) -> None:
-        if isinstance(d, (A.ActionDecl, A.FunctionDecl)) and d.body is not None:
+    def generic_visit(self, node: A.Node, *args: Any) -> None:
+        pass  # declarations and statements without expressions to order
+
+    def visit_ActionDecl(self, d: A.ActionDecl) -> None:
+        d.body.stmts = self.stmts(d.body.stmts)
+
+    def visit_FunctionDecl(self, d: A.FunctionDecl) -> None:
+        if d.body is not None:
             d.body.stmts = self.stmts(d.body.stmts)
-        elif isinstance(d, A.ControlDecl) and d.body is not None:
+
+    def visit_ControlDecl(self, d: A.ControlDecl) -> None:
+        if d.body is not None:
             for x in d.locals:
-                self.decl(x)
+                if isinstance(x, _WITH_BODIES):
+                    self.visit(x)
             d.body.stmts = self.stmts(d.body.stmts)
-        elif isinstance(d, A.ParserDecl):
-            self.in_parser = True
-            try:
-                for st in d.states:
-                    st.stmts = self.stmts(st.stmts)
-                    self.transition(st)
-            finally:
-                self.in_parser = False
+
+    def visit_ParserDecl(self, d: A.ParserDecl) -> None:
+        self.in_parser = True
+        try:
+            for st in d.states:
+                st.stmts = self.stmts(st.stmts)
+                self.transition(st)
+        finally:
+            self.in_parser = False
 
     def transition(self, st: A.ParserState) -> None:
         tr = st.transition
@@ -207,44 +222,54 @@ class SideEffectOrdering:
         return new[0] if len(new) == 1 else A.Block(s.loc, new)
 
     def stmt(self, s: A.Stmt) -> list[A.Stmt]:
+        """`s` with its expressions in order, after the statements they need (`pre`)."""
         pre: Pre = []
-        if isinstance(s, (A.Assign, A.VarDecl)):
-            rhs = s.rhs if isinstance(s, A.Assign) else s.init
-            if rhs is None or not _has_effects(rhs) or is_table_outcome(rhs):
-                if isinstance(s, A.Assign) and _has_effects(s.lhs):
-                    self.fix_lvalue(s.lhs, pre)
-                return [*pre, s]
-            if isinstance(s, A.Assign):
-                self.fix_lvalue(s.lhs, pre)
-                s.rhs = self.value(rhs, pre, keep_call=True)
-            else:
-                s.init = self.value(rhs, pre, keep_call=True)
-        elif isinstance(s, A.CallStmt):
-            if s.call.args and (any(_has_effects(a.expr) for a in s.call.args)
-                                or _runtime_index_written(s.call, self.params_of(s.call))):
-                self.call_args(s.call, pre)
-        elif isinstance(s, A.If):
-            if not is_table_outcome(s.cond):
-                s.cond = self.value(s.cond, pre)
-            s.then = self.block(s.then)
-            s.other = self.block(s.other)
-        elif isinstance(s, A.Block):
-            s.stmts = self.stmts(s.stmts)
-        elif isinstance(s, A.Switch):
-            if not (isinstance(s.expr, A.Member) and s.expr.name == "action_run"):
-                s.expr = self.value(s.expr, pre)
-            for c in s.cases:
-                if c.body is not None:
-                    c.body.stmts = self.stmts(c.body.stmts)
-        elif isinstance(s, A.For):
-            s.init = self.stmts(s.init)
-            if s.cond is not None and _has_effects(s.cond):
-                raise unsupported(s.cond.loc, "a loop condition with calls needing statements")
-            s.updates = self.stmts(s.updates)
-            s.body = self.block(s.body)
-        elif isinstance(s, A.Return) and s.value is not None:
-            s.value = self.value(s.value, pre, keep_call=True)
+        self.visit(s, pre)
         return [*pre, s]
+
+    def visit_Assign(self, s: A.Assign, pre: Pre) -> None:
+        if not _has_effects(s.rhs) or is_table_outcome(s.rhs):
+            if _has_effects(s.lhs):
+                self.fix_lvalue(s.lhs, pre)
+            return
+        self.fix_lvalue(s.lhs, pre)
+        s.rhs = self.value(s.rhs, pre, keep_call=True)
+
+    def visit_VarDecl(self, s: A.VarDecl, pre: Pre) -> None:
+        if s.init is not None and _has_effects(s.init) and not is_table_outcome(s.init):
+            s.init = self.value(s.init, pre, keep_call=True)
+
+    def visit_CallStmt(self, s: A.CallStmt, pre: Pre) -> None:
+        if s.call.args and (any(_has_effects(a.expr) for a in s.call.args)
+                            or _runtime_index_written(s.call, self.params_of(s.call))):
+            self.call_args(s.call, pre)
+
+    def visit_If(self, s: A.If, pre: Pre) -> None:
+        if not is_table_outcome(s.cond):
+            s.cond = self.value(s.cond, pre)
+        s.then = self.block(s.then)
+        s.other = self.block(s.other)
+
+    def visit_Block(self, s: A.Block, pre: Pre) -> None:
+        s.stmts = self.stmts(s.stmts)
+
+    def visit_Switch(self, s: A.Switch, pre: Pre) -> None:
+        if not (isinstance(s.expr, A.Member) and s.expr.name == "action_run"):
+            s.expr = self.value(s.expr, pre)
+        for c in s.cases:
+            if c.body is not None:
+                c.body.stmts = self.stmts(c.body.stmts)
+
+    def visit_For(self, s: A.For, pre: Pre) -> None:
+        s.init = self.stmts(s.init)
+        if s.cond is not None and _has_effects(s.cond):
+            raise unsupported(s.cond.loc, "a loop condition with calls needing statements")
+        s.updates = self.stmts(s.updates)
+        s.body = self.block(s.body)
+
+    def visit_Return(self, s: A.Return, pre: Pre) -> None:
+        if s.value is not None:
+            s.value = self.value(s.value, pre, keep_call=True)
 
     def fix_lvalue(self, e: A.Expr, pre: Pre) -> None:
         """Fix the run-time indices of an lvalue before its right-hand side runs (the Index

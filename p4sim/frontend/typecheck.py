@@ -11,11 +11,18 @@ from typing import Any
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, Loc, unsupported
-from p4sim.frontend.typecheck_call import order_args
+from p4sim.frontend.table_paths import check_table_paths
 from p4sim.frontend.typecheck_expr import ExprChecker
+from p4sim.frontend.typecheck_package import PackageChecker
 from p4sim.frontend.typecheck_stmt import StmtChecker
 
 MAX_WIDTH = 2048  # widest bit<W> accepted, as a sanity limit for BMv2 and for memory
+
+# the declarations checked by their visit_ methods, at top level and in a parser or control
+_TOP_LEVEL = (A.HeaderDecl, A.EnumDecl, A.ErrorDecl, A.MatchKindDecl, A.TypedefDecl, A.VarDecl,
+              A.ExternDecl, A.FunctionDecl, A.ActionDecl, A.ParserDecl, A.ControlDecl,
+              A.PackageDecl)
+_LOCAL = (A.VarDecl, A.Instance, A.ActionDecl, A.TableDecl, A.ValueSetDecl)
 
 
 class Scope:
@@ -33,7 +40,7 @@ class Scope:
         return None
 
 
-class Checker(ExprChecker, StmtChecker):
+class Checker(ExprChecker, StmtChecker, PackageChecker):
     def __init__(self) -> None:
         self.globals = Scope(None, "global")
         self.scope = self.globals
@@ -41,6 +48,7 @@ class Checker(ExprChecker, StmtChecker):
         self.error_type = T.ERROR
         self.match_kinds: set[str] = set()
         self.ctx: list[Any] = []  # enclosing parser/control/action/function decls
+        self.tables_applied: list[A.TableDecl] = []  # in the control being checked
         self.program: A.Program | None = None
         self.main: A.Instance | None = None
         # What p4c only warns about (a constant that does not fit its type, wrapped to it),
@@ -135,55 +143,8 @@ class Checker(ExprChecker, StmtChecker):
             raise CompileError(None, "program has no 'main' package instance")
 
     def check_decl(self, d: A.Node) -> None:
-        if isinstance(d, A.HeaderDecl):
-            self.check_header(d)
-        elif isinstance(d, A.EnumDecl):
-            self.check_enum(d)
-        elif isinstance(d, A.ErrorDecl):
-            for name, loc in d.members:
-                if name in self.error_members:
-                    raise CompileError(loc, f"duplicate declaration of error.{name}")
-                self.error_members.append(name)
-            self.globals.names.setdefault("error", "error")
-        elif isinstance(d, A.MatchKindDecl):
-            for name, loc in d.members:
-                if name in self.match_kinds:
-                    raise CompileError(loc, f"duplicate declaration of '{name}'")
-                self.match_kinds.add(name)
-                self.declare(name, ("match_kind", name), loc)
-        elif isinstance(d, A.TypedefDecl):
-            d.rtype = self.resolve_type(d.type_syntax)
-            if d.newtype:
-                if not isinstance(d.rtype, (T.BitT, T.NewT)) and d.rtype != T.BOOL:
-                    raise CompileError(d.type_syntax.loc, f"type {d.name} must be based on"
-                                       f" bit<W>, int<W>, bool or another type, not {d.rtype}")
-                d.rtype = T.NewT(d.name, d.rtype)
-            self.declare(d.name, d, d.loc)
-        elif isinstance(d, A.VarDecl):
-            self.check_var_decl(d)
-        elif isinstance(d, A.ExternDecl):
-            self.declare(d.name, d, d.loc)
-        elif isinstance(d, A.FunctionDecl):
-            self.check_function(d)
-        elif isinstance(d, A.ActionDecl):
-            self.declare(d.name, d, d.loc)
-            self.check_action(d)
-        elif isinstance(d, (A.ParserDecl, A.ControlDecl)):
-            self.declare(d.name, d, d.loc)
-            if d.is_type:  # a prototype: its parameter types are still needed for calls
-                self.push("call")
-                for tp in d.type_params:
-                    self.scope.names[tp] = T.TypeVar(tp, id(d))
-                for p in d.params:
-                    p.rtype = self.resolve_type(p.type_syntax)
-                self.pop()
-            elif isinstance(d, A.ParserDecl):
-                self.check_parser(d)
-            else:
-                self.check_control(d)
-        elif isinstance(d, A.PackageDecl):
-            self.declare(d.name, d, d.loc)
-        elif isinstance(d, A.Instance):
+        """A top-level declaration."""
+        if isinstance(d, A.Instance):
             self.check_instance(d)
             if d.rtype.kind in ("parser", "control"):
                 raise CompileError(d.loc, f"{d.name}: a {d.rtype.kind} cannot be instantiated"
@@ -192,8 +153,67 @@ class Checker(ExprChecker, StmtChecker):
                 self.main = d
         elif isinstance(d, A.ValueSetDecl):
             raise unsupported(d.loc, "value_set at top level")
+        elif isinstance(d, _TOP_LEVEL):
+            self.visit(d)
         else:
             raise unsupported(d.loc, type(d).__name__)
+
+    def visit_HeaderDecl(self, d: A.HeaderDecl) -> None:
+        self.check_header(d)
+
+    def visit_EnumDecl(self, d: A.EnumDecl) -> None:
+        self.check_enum(d)
+
+    def visit_ErrorDecl(self, d: A.ErrorDecl) -> None:
+        for name, loc in d.members:
+            if name in self.error_members:
+                raise CompileError(loc, f"duplicate declaration of error.{name}")
+            self.error_members.append(name)
+        self.globals.names.setdefault("error", "error")
+
+    def visit_MatchKindDecl(self, d: A.MatchKindDecl) -> None:
+        for name, loc in d.members:
+            if name in self.match_kinds:
+                raise CompileError(loc, f"duplicate declaration of '{name}'")
+            self.match_kinds.add(name)
+            self.declare(name, ("match_kind", name), loc)
+
+    def visit_TypedefDecl(self, d: A.TypedefDecl) -> None:
+        d.rtype = self.resolve_type(d.type_syntax)
+        if d.newtype:
+            if not isinstance(d.rtype, (T.BitT, T.NewT)) and d.rtype != T.BOOL:
+                raise CompileError(d.type_syntax.loc, f"type {d.name} must be based on"
+                                   f" bit<W>, int<W>, bool or another type, not {d.rtype}")
+            d.rtype = T.NewT(d.name, d.rtype)
+        self.declare(d.name, d, d.loc)
+
+    def declare_decl(self, d: A.ExternDecl | A.PackageDecl) -> None:
+        self.declare(d.name, d, d.loc)
+
+    visit_ExternDecl = visit_PackageDecl = declare_decl
+
+    def visit_FunctionDecl(self, d: A.FunctionDecl) -> None:
+        self.check_function(d)
+
+    def visit_ParserDecl(self, d: A.ParserDecl) -> None:
+        self.check_block_decl(d, self.check_parser)
+
+    def visit_ControlDecl(self, d: A.ControlDecl) -> None:
+        self.check_block_decl(d, self.check_control)
+
+    def check_block_decl(self, d: Any, check: Any) -> None:
+        """A parser or control, checked by `check`; a parser or control type (a prototype)
+        only has its parameter types resolved, which calls still need."""
+        self.declare(d.name, d, d.loc)
+        if not d.is_type:
+            check(d)
+            return
+        self.push("call")
+        for tp in d.type_params:
+            self.scope.names[tp] = T.TypeVar(tp, id(d))
+        for p in d.params:
+            p.rtype = self.resolve_type(p.type_syntax)
+        self.pop()
 
     def check_header(self, d: A.HeaderDecl) -> None:
         st = T.StructT(d.kind, d.name, {}, d, d.annos)
@@ -273,7 +293,8 @@ class Checker(ExprChecker, StmtChecker):
                 self.check_expr(p.default, p.rtype)
             self.declare(p.name, p, p.loc)
 
-    def check_action(self, d: A.ActionDecl) -> None:
+    def visit_ActionDecl(self, d: A.ActionDecl) -> None:
+        self.declare(d.name, d, d.loc)
         self.push("action")
         seen_data = False
         for p in d.params:
@@ -293,14 +314,18 @@ class Checker(ExprChecker, StmtChecker):
         self.ctx.pop()
         self.pop()
 
-    def check_parser(self, d: A.ParserDecl) -> None:
-        self.push("parser")
+    def enter_block(self, d: A.ParserDecl | A.ControlDecl, kind: str) -> None:
+        """A parser's or control's scope: type parameters, parameters, then its locals."""
+        self.push(kind)
         for tp in d.type_params:
             self.scope.names[tp] = T.TypeVar(tp, id(d))
         self.declare_params(d.params + d.ctor_params)
         self.ctx.append(d)
         for loc_decl in d.locals:
             self.check_local(loc_decl)
+
+    def check_parser(self, d: A.ParserDecl) -> None:
+        self.enter_block(d, "parser")
         states: dict[str, A.ParserState] = {}
         for st in d.states:
             if st.name in states or st.name in ("accept", "reject"):
@@ -376,33 +401,25 @@ class Checker(ExprChecker, StmtChecker):
             raise CompileError(it.loc, "keyset value must be a compile-time constant")
 
     def check_local(self, d: A.Node) -> None:
-        if isinstance(d, A.VarDecl):
-            self.check_var_decl(d)
-        elif isinstance(d, A.Instance):
-            self.check_instance(d)
-        elif isinstance(d, A.ActionDecl):
-            self.declare(d.name, d, d.loc)
-            self.check_action(d)
-        elif isinstance(d, A.TableDecl):
-            self.declare(d.name, d, d.loc)
-            self.check_table(d)
-        elif isinstance(d, A.ValueSetDecl):
-            d.relem = self.resolve_type(d.elem)
-            d.rsize = self.const_int(d.size, "a value_set size")
-            self.declare(d.name, d, d.loc)
-        else:
+        """A declaration inside a parser or control."""
+        if not isinstance(d, _LOCAL):
             raise unsupported(d.loc, f"{type(d).__name__} inside a parser or control")
+        self.visit(d)
+
+    def visit_Instance(self, d: A.Instance) -> None:
+        self.check_instance(d)
+
+    def visit_ValueSetDecl(self, d: A.ValueSetDecl) -> None:
+        d.relem = self.resolve_type(d.elem)
+        d.rsize = self.const_int(d.size, "a value_set size")
+        self.declare(d.name, d, d.loc)
 
     def check_control(self, d: A.ControlDecl) -> None:
-        self.push("control")
-        for tp in d.type_params:
-            self.scope.names[tp] = T.TypeVar(tp, id(d))
-        self.declare_params(d.params + d.ctor_params)
-        self.ctx.append(d)
-        for loc_decl in d.locals:
-            self.check_local(loc_decl)
+        self.enter_block(d, "control")
         assert d.body is not None
+        self.tables_applied = []
         self.check_block(d.body)
+        check_table_paths(d, self.tables_applied)
         self.ctx.pop()
         self.pop()
 
@@ -431,64 +448,9 @@ class Checker(ExprChecker, StmtChecker):
                     if isinstance(want, T.BitT):
                         self.coerce(a.expr, want, "constructor argument")
         else:
-            order_args(d.loc, decl.name, d.args, decl.params)
-            if len(d.args) != len(decl.params):
-                raise CompileError(d.loc, f"package {decl.name} expects {len(decl.params)}"
-                                   f" arguments, got {len(d.args)}")
-            self.main_pkg = decl
-            self.pkg_bind: dict[str, T.Type] = {}
-            for a, p in zip(d.args, decl.params):
-                self.check_package_arg(a, p)
+            self.check_package(d, decl)
         d.rtype = t
         self.declare(d.name, d, d.loc)
-
-    def check_package_arg(self, a: A.Arg, p: A.Param) -> None:
-        e = a.expr
-        if not (isinstance(e, A.Call) and isinstance(e.func, A.Name)):
-            raise CompileError(a.loc, f"package argument for '{p.name}' must instantiate a"
-                               " parser or control")
-        d = self.lookup(e.func.name, e.func.loc)
-        self.push("call")
-        for tp in self.main_pkg.type_params:
-            self.scope.names[tp] = T.TypeVar(tp, id(self.main_pkg))
-        want = self.resolve_type(p.type_syntax)
-        self.pop()
-        assert isinstance(want, T.ObjT)
-        kind = "parser" if isinstance(d, A.ParserDecl) else (
-            "control" if isinstance(d, A.ControlDecl) else None)
-        proto = want.decl
-        if kind != want.kind or getattr(d, "is_type", True) or len(d.params) != len(
-                proto.params) or any(
-                mine.direction != theirs.direction
-                or _extern_name(theirs) != _extern_name(mine)
-                for mine, theirs in zip(d.params, proto.params)):
-            raise CompileError(a.loc, f"argument for '{p.name}' must be a {want.kind} with"
-                               f" the {proto.name} signature")
-        # Parameter types must match the prototype, with the package's type variables (H, M)
-        # bound consistently across all its arguments.
-        self.push("call")
-        for tp in proto.type_params:
-            self.scope.names[tp] = want.targs.get(tp) or T.TypeVar(tp, id(proto))
-        proto_types = [self.resolve_type(q.type_syntax) for q in proto.params]
-        self.pop()
-        for mine, pt in zip(d.params, proto_types):
-            have = mine.rtype
-            if isinstance(pt, T.TypeVar):
-                bound = self.pkg_bind.setdefault(pt.name, have)
-                ok = bound == have or (isinstance(bound, T.StructT)
-                                       and isinstance(have, T.StructT)
-                                       and bound.name == have.name)
-            elif isinstance(pt, T.ObjT):
-                ok = isinstance(have, T.ObjT) and have.decl is pt.decl
-            else:
-                ok = pt == have or (isinstance(pt, T.StructT) and isinstance(have, T.StructT)
-                                    and pt.name == have.name)
-            if not ok:
-                want_t = self.pkg_bind.get(pt.name) if isinstance(pt, T.TypeVar) else pt
-                raise CompileError(mine.type_syntax.loc, f"parameter '{mine.name}' of {d.name}"
-                                   f" has type {have}, but {p.name} needs {want_t}")
-        e.target = ("instantiate", d)
-        e.type = T.ObjT(kind, d)
 
 
 def _header_field_ok(t: T.Type) -> bool:
@@ -502,13 +464,6 @@ def _header_field_ok(t: T.Type) -> bool:
         return all(_header_field_ok(f) and not isinstance(f, T.VarbitT)
                    for f in t.fields.values())
     return False
-
-
-def _extern_name(p: A.Param) -> str | None:
-    ts = p.type_syntax
-    if isinstance(ts, A.TypeRef) and ts.name in ("packet_in", "packet_out"):
-        return ts.name
-    return None
 
 
 def typecheck(prog: A.Program) -> Checker:

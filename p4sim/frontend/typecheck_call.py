@@ -11,6 +11,7 @@ from p4sim.frontend.errors import CompileError, Loc
 
 
 class CallChecker:
+    tables_applied: list[A.TableDecl]  # the current control's table applications
     # Provided by the other mixins / Checker.
     check_expr: Any
     coerce: Any
@@ -20,7 +21,7 @@ class CallChecker:
     scope: Any
     ctx: list[Any]
 
-    def x_Call(self, e: A.Call, expected: Any) -> T.Type:
+    def visit_Call(self, e: A.Call, expected: Any) -> T.Type:
         f = e.func
         ft = self.check_expr(f)
         type_args = [self.resolve_type(t) for t in e.type_args]
@@ -58,6 +59,7 @@ class CallChecker:
                         raise CompileError(e.loc, f"table {decl.name}.apply() takes no"
                                            " arguments")
                     e.target = ("table_apply", decl)
+                    self.tables_applied.append(decl)
                     return T.ObjT("apply_result", decl)
                 self.check_plain_args(e.loc, f"{decl.name}.apply", decl.params, e.args)
                 e.target = ("control_apply", f.expr, decl)

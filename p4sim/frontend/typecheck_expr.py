@@ -10,8 +10,6 @@ from p4sim.frontend import types as T
 from p4sim.frontend.errors import CompileError, Loc
 from p4sim.frontend.typecheck_call import CallChecker
 
-_ARITH = ("+", "-", "*", "/", "%", "|+|", "|-|")
-_BITWISE = ("&", "|", "^")
 _COMPARE = ("<", ">", "<=", ">=")
 
 
@@ -33,7 +31,7 @@ def wrap(v: int, t: T.Type) -> int:
     return v
 
 
-class ExprChecker(CallChecker):
+class ExprChecker(CallChecker, A.NodeVisitor):
     def const_int(self, e: A.Expr, what: str) -> int:
         self.check_expr(e)
         v = e.const
@@ -107,14 +105,16 @@ class ExprChecker(CallChecker):
 
     # ---- the dispatcher -----------------------------------------------------------------------
     def check_expr(self, e: A.Expr, expected: T.Type | None = None) -> T.Type:
-        m = getattr(self, "x_" + type(e).__name__, None)
-        if m is None:
-            raise CompileError(e.loc, f"unexpected expression {type(e).__name__}")
-        t = m(e, expected)
+        kind = type(e)  # self.visit(e, expected), without its frame: this runs for every node
+        t = (self._dispatch.get(kind) or self.method_for(kind))(self, e, expected)
         e.type = t
         return t
 
-    def x_IntLit(self, e: A.IntLit, expected: Any) -> T.Type:
+    def generic_visit(self, node: A.Node, *args: Any) -> Any:
+        what = "statement" if isinstance(node, A.Stmt) else "expression"
+        raise CompileError(node.loc, f"unexpected {what} {type(node).__name__}")
+
+    def visit_IntLit(self, e: A.IntLit, expected: Any) -> T.Type:
         e.const = e.value
         if e.width is None:
             return T.INT
@@ -126,20 +126,20 @@ class ExprChecker(CallChecker):
             self.warn(e.loc, f"value {e.value} does not fit in {t}: truncated to {e.const}")
         return t
 
-    def x_BoolLit(self, e: A.BoolLit, expected: Any) -> T.Type:
+    def visit_BoolLit(self, e: A.BoolLit, expected: Any) -> T.Type:
         e.const = e.value
         return T.BOOL
 
-    def x_StrLit(self, e: A.StrLit, expected: Any) -> T.Type:
+    def visit_StrLit(self, e: A.StrLit, expected: Any) -> T.Type:
         return T.STRING
 
-    def x_DefaultExpr(self, e: A.DefaultExpr, expected: Any) -> T.Type:
+    def visit_DefaultExpr(self, e: A.DefaultExpr, expected: Any) -> T.Type:
         return T.DONTCARE
 
-    def x_TypeExpr(self, e: A.TypeExpr, expected: Any) -> T.Type:
+    def visit_TypeExpr(self, e: A.TypeExpr, expected: Any) -> T.Type:
         return T.ObjT("type", None, of=self.resolve_type(e.syntax))
 
-    def x_Name(self, e: A.Name, expected: Any) -> T.Type:
+    def visit_Name(self, e: A.Name, expected: Any) -> T.Type:
         d = self.lookup(e.name, e.loc, e.top)
         e.decl = d
         if isinstance(d, list):
@@ -170,7 +170,7 @@ class ExprChecker(CallChecker):
             return T.ObjT("type", None, of=d)
         raise CompileError(e.loc, f"'{e.name}' cannot be used as a value")
 
-    def x_Member(self, e: A.Member, expected: Any) -> T.Type:
+    def visit_Member(self, e: A.Member, expected: Any) -> T.Type:
         base = e.expr
         bt = self.check_expr(base)
         name = e.name
@@ -234,7 +234,7 @@ class ExprChecker(CallChecker):
                     return T.ObjT("action_enum", bt.decl)
         raise CompileError(e.name_loc, f"{bt} has no member '{name}'")
 
-    def x_Index(self, e: A.Index, expected: Any) -> T.Type:
+    def visit_Index(self, e: A.Index, expected: Any) -> T.Type:
         bt = self.check_expr(e.expr)
         if not isinstance(bt, T.StackT):
             raise CompileError(e.loc, f"cannot index a value of type {bt}")
@@ -246,7 +246,7 @@ class ExprChecker(CallChecker):
             raise CompileError(e.index.loc, f"index {v} is out of range for {bt}")
         return bt.elem
 
-    def x_Slice(self, e: A.Slice, expected: Any) -> T.Type:
+    def visit_Slice(self, e: A.Slice, expected: Any) -> T.Type:
         bt = self.check_expr(e.expr)
         hi = self.const_int(e.hi, "a slice bound")
         lo = self.const_int(e.lo, "a slice bound")
@@ -266,7 +266,7 @@ class ExprChecker(CallChecker):
             e.const = (v >> lo) & ((1 << (hi - lo + 1)) - 1)
         return T.BitT(hi - lo + 1)
 
-    def x_Unary(self, e: A.Unary, expected: Any) -> T.Type:
+    def visit_Unary(self, e: A.Unary, expected: Any) -> T.Type:
         t = self.check_expr(e.expr, expected)
         v = e.expr.const
         if e.op == "!":
@@ -287,7 +287,7 @@ class ExprChecker(CallChecker):
             e.const = wrap(-v if e.op == "-" else v, t)
         return t
 
-    def x_Binary(self, e: A.Binary, expected: Any) -> T.Type:
+    def visit_Binary(self, e: A.Binary, expected: Any) -> T.Type:
         op = e.op
         if op in ("&&&", ".."):
             raise CompileError(e.loc, f"'{op}' may only be used in a keyset")
@@ -361,7 +361,7 @@ class ExprChecker(CallChecker):
                 e.const = wrap(_fold(op, va, vb, e.loc), t)
         return t
 
-    def x_Ternary(self, e: A.Ternary, expected: Any) -> T.Type:
+    def visit_Ternary(self, e: A.Ternary, expected: Any) -> T.Type:
         ct = self.check_expr(e.cond)
         if ct != T.BOOL:
             raise CompileError(e.cond.loc, f"condition must be bool, got {ct}")
@@ -386,7 +386,7 @@ class ExprChecker(CallChecker):
                 e.const = v
         return t
 
-    def x_Cast(self, e: A.Cast, expected: Any) -> T.Type:
+    def visit_Cast(self, e: A.Cast, expected: Any) -> T.Type:
         to = self.resolve_type(e.to)
         have = self.check_expr(e.expr, to)
         v = e.expr.const
@@ -425,7 +425,7 @@ class ExprChecker(CallChecker):
             raise CompileError(e.loc, f"cannot cast {have} to {to}")
         return to
 
-    def x_ListExpr(self, e: A.ListExpr, expected: Any) -> T.Type:
+    def visit_ListExpr(self, e: A.ListExpr, expected: Any) -> T.Type:
         if isinstance(expected, T.StructT) and len(expected.fields) == len(e.items):
             for item, ft in zip(e.items, expected.fields.values()):
                 self.check_expr(item, ft)
@@ -434,7 +434,7 @@ class ExprChecker(CallChecker):
                 self.check_expr(item)
         return T.TupleT(tuple(i.type for i in e.items))
 
-    def x_StructInit(self, e: A.StructInit, expected: Any) -> T.Type:
+    def visit_StructInit(self, e: A.StructInit, expected: Any) -> T.Type:
         if not isinstance(expected, T.StructT):
             raise CompileError(e.loc, "a struct initializer needs a known struct type here")
         for n, fe in e.fields:

@@ -51,45 +51,51 @@ class StmtChecker:
             self.pop()
 
     def check_stmt(self, s: A.Stmt) -> None:
-        if isinstance(s, A.Block):
-            self.check_block(s)
-        elif isinstance(s, A.Assign):
-            lt = self.check_expr(s.lhs)
-            self.check_lvalue(s.lhs, "assignment")
-            self.check_expr(s.rhs, lt)
-            self.coerce(s.rhs, lt, "assignment")
-        elif isinstance(s, A.CallStmt):
-            self.check_expr(s.call)
-        elif isinstance(s, A.If):
-            ct = self.check_expr(s.cond)
-            if ct != T.BOOL:
-                raise CompileError(s.cond.loc, f"condition must be bool, got {ct}")
-            self.check_stmt(s.then)
-            if s.other is not None:
-                self.check_stmt(s.other)
-        elif isinstance(s, A.Exit):
-            if any(isinstance(c, (A.ParserDecl, A.FunctionDecl)) for c in self.ctx):
-                raise CompileError(s.loc, "'exit' is not allowed in a parser or function")
-        elif isinstance(s, A.Return):
-            self.check_return(s)
-        elif isinstance(s, A.Switch):
-            self.check_switch(s)
-        elif isinstance(s, A.VarDecl):
-            self.check_var_decl(s)
-        elif isinstance(s, A.EmptyStmt):
-            pass
-        elif isinstance(s, A.For):
-            self.check_for(s)
-        elif isinstance(s, (A.Break, A.Continue)):
-            if not self.loop_depth:
-                word = "break" if isinstance(s, A.Break) else "continue"
-                raise CompileError(s.loc, f"'{word}' outside a loop")
-        else:
-            raise CompileError(s.loc, f"unexpected statement {type(s).__name__}")
+        self.visit(s)
+
+    def visit_Block(self, s: A.Block) -> None:
+        self.check_block(s)
+
+    def visit_Assign(self, s: A.Assign) -> None:
+        lt = self.check_expr(s.lhs)
+        self.check_lvalue(s.lhs, "assignment")
+        self.check_expr(s.rhs, lt)
+        self.coerce(s.rhs, lt, "assignment")
+
+    def visit_CallStmt(self, s: A.CallStmt) -> None:
+        self.check_expr(s.call)
+
+    def visit_If(self, s: A.If) -> None:
+        ct = self.check_expr(s.cond)
+        if ct != T.BOOL:
+            raise CompileError(s.cond.loc, f"condition must be bool, got {ct}")
+        self.check_stmt(s.then)
+        if s.other is not None:
+            self.check_stmt(s.other)
+
+    def visit_Exit(self, s: A.Exit) -> None:
+        if any(isinstance(c, (A.ParserDecl, A.FunctionDecl)) for c in self.ctx):
+            raise CompileError(s.loc, "'exit' is not allowed in a parser or function")
+
+    def visit_VarDecl(self, s: A.VarDecl) -> None:
+        self.check_var_decl(s)
+
+    def visit_EmptyStmt(self, s: A.EmptyStmt) -> None:
+        pass
+
+    def visit_Break(self, s: A.Break) -> None:
+        self.loop_control(s, "break")
+
+    def visit_Continue(self, s: A.Continue) -> None:
+        self.loop_control(s, "continue")
+
+    def loop_control(self, s: A.Stmt, word: str) -> None:
+        if not self.loop_depth:
+            raise CompileError(s.loc, f"'{word}' outside a loop")
 
     loop_depth = 0
 
-    def check_for(self, s: A.For) -> None:
+    def visit_For(self, s: A.For) -> None:
         self.push()
         for x in s.init:
             self.check_stmt(x)
@@ -106,7 +112,7 @@ class StmtChecker:
             self.loop_depth -= 1
         self.pop()
 
-    def check_return(self, s: A.Return) -> None:
+    def visit_Return(self, s: A.Return) -> None:
         fn = self.ctx[-1]
         if isinstance(fn, A.ParserDecl):
             raise CompileError(s.loc, "'return' is not allowed in a parser")
@@ -122,7 +128,7 @@ class StmtChecker:
         elif s.value is not None:
             raise CompileError(s.loc, "'return' in an action or control takes no value")
 
-    def check_switch(self, s: A.Switch) -> None:
+    def visit_Switch(self, s: A.Switch) -> None:
         t = self.check_expr(s.expr)
         seen: set[Any] = set()
         if isinstance(t, T.ObjT) and t.kind == "action_enum":
@@ -166,7 +172,8 @@ class StmtChecker:
         s.kind = "value"
 
     # ---- tables -------------------------------------------------------------------------------
-    def check_table(self, t: A.TableDecl) -> None:
+    def visit_TableDecl(self, t: A.TableDecl) -> None:
+        self.declare(t.name, t, t.loc)
         props: dict[str, A.TableProperty] = {}
         for p in t.props:
             if p.name in props:

@@ -172,10 +172,6 @@ def bit_width(t: Type) -> int:
     return 0
 
 
-def is_numeric(t: Type) -> bool:
-    return isinstance(t, (BitT, IntT))
-
-
 def fits(value: int, t: BitT) -> bool:
     if t.signed:
         return -(1 << (t.width - 1)) <= value < (1 << (t.width - 1))

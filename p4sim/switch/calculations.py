@@ -150,7 +150,7 @@ def _after_last_header(gen: Gen, inputs: list[Any], where: str) -> list[str]:
 
 
 def compile_hash(gen: Gen, algo: str, inputs: list[Any], where: str) -> HashFn:
-    fn = hash_algorithm(algo)
+    fn = hash_algorithm(algo, gen.rng)
     if fn is None:
         raise ProgramError(f"{where}: unsupported hash algorithm '{algo}'")
     if algo in ("csum16", "cksum16"):

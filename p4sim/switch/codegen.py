@@ -11,6 +11,10 @@ Generated code sees these names: ``F`` (the PHV list), ``D`` (action data / "loc
 
 from __future__ import annotations
 
+import hashlib
+import linecache
+import random
+import re
 from typing import Any
 
 from p4sim.switch.program import HeaderInstance, HeaderType, Program, ProgramError
@@ -84,11 +88,14 @@ class HeaderRef:
 
 
 class Gen:
-    """Code generator state: the program and the namespace generated code runs in."""
+    """Code generator state: the program, the namespace generated code runs in and the
+    random generator its draws use."""
 
-    def __init__(self, program: Program, namespace: dict[str, Any]) -> None:
+    def __init__(self, program: Program, namespace: dict[str, Any],
+                 rng: random.Random | None = None) -> None:
         self.p = program
         self.ns = namespace
+        self.rng = rng or random.Random()  # every random draw of the program's code
         self.hdr_index = {name: i for i, name in enumerate(program.headers)}
         hdrs = list(program.headers.values())
         namespace.setdefault("HB", [h.fields[0].slot if h.fields else h.valid_slot for h in hdrs])
@@ -278,11 +285,22 @@ class Gen:
     def make_function(self, name: str, body: list[str], where: str,
                       params: str = "P, F, D") -> Any:
         lines = [f"def {name}({params}):"] + ["    " + line for line in (body or ["pass"])]
-        text = "\n".join(lines)
+        text = "\n".join(lines) + "\n"
+        filename = generated_filename(where, text)
         try:
-            code = compile(text, f"<{where}>", "exec")
+            code = compile(text, filename, "exec")
         except SyntaxError as e:
             raise ProgramError(f"{where}: could not translate ({e.msg})") from None
+        # Registered so that tracebacks and pdb show the generated lines. The name holds a
+        # digest of the text: the same program loaded by many switches shares one entry.
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         exec(code, self.ns)
         return self.ns.pop(name)
+
+
+def generated_filename(where: str, text: str) -> str:
+    """A file-like name for generated code: what it was made from, and a digest of it."""
+    slug = re.sub(r"[^\w.\[\]-]+", "_", where).strip("_")[:80]
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    return f"p4sim-generated/{slug}-{digest}.py"
 

@@ -15,6 +15,10 @@ The data plane owns no thread, no socket and no clock; three functions are injec
   a simulator passes its virtual clock). Every timestamp, queue delay, meter and idle timeout
   of the switch comes from it; the switch never reads the time itself.
 
+and one object: ``rng``, the ``random.Random`` every random draw of the program comes from
+(v1model's ``random()``, the "random" hash; default: one seeded from OS entropy). The switch
+never touches the process-wide ``random`` state.
+
 The driver's loop is then: ``receive(port, frame)`` (or ``receive_batch``) for every arriving
 frame, which runs ingress, and egress for whatever may leave at once; ``poll()`` to run egress
 for every queued packet due by ``clock()``, which returns the next deadline (ns on the same
@@ -29,6 +33,7 @@ changes a consistent state and a failed call changes nothing.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -56,7 +61,7 @@ from p4sim.switch.profiles import ActionProfile
 from p4sim.switch.program import ProgramError, load_program
 from p4sim.switch.tables import MatchTable
 from p4sim.switch.tm import DEFAULT_DEPTH, TrafficManager
-from p4sim.switch.v1model import V1Model
+from p4sim.switch.v1model import Counters, V1Model
 
 # No length check on receive, as on BMv2: frames of any length are parsed (an extract past the
 # end is PacketTooShort), and whatever the ports read (pcap's default snap length, 256 KiB; the
@@ -78,13 +83,16 @@ class DataPlane:
     def __init__(self, device_id: int = 0, cpu_port: int | None = None, priorities: int = 1,
                  log: Any = None, *, transmit: TransmitFn | None = None,
                  wake: Callable[[], None] | None = None, clock: Clock | None = None,
-                 trace: Any = None) -> None:
+                 trace: Any = None, rng: random.Random | None = None) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.lock = threading.RLock()
         self.log = log
         self.clock: Clock = clock or time.monotonic_ns
         self.t0 = self.clock()  # v1model timestamps count microseconds from here
+        # Every random draw of the program (random(), the "random" hash), injected like the
+        # clock: a simulator seeds one per switch, a switch process draws OS entropy.
+        self.rng = rng if rng is not None else random.Random()
         self.trace = trace  # p4sim.switch.trace.Tracer (None: no packet trace, no cost)
         if trace is not None:
             trace.clock, trace.t0 = self.clock, self.t0
@@ -146,11 +154,6 @@ class DataPlane:
                 if tm.backlog or flow.pending:
                     flow.service()
 
-    def service(self) -> int:
-        """Run egress for every queued packet due now; returns how many were processed."""
-        with self.lock:
-            return self.flow.service() if self.flow is not None else 0
-
     def poll(self) -> int | None:
         """Run egress for every queued packet due by ``clock()``; return the time (ns of the
         injected clock) the next waiting packet is due, or None when no packet waits."""
@@ -170,10 +173,7 @@ class DataPlane:
             time.sleep(max(0.0, min((deadline - self.clock()) / 1e9, 0.01)))
 
     def _output(self, port: int, frame: bytes) -> None:
-        st = self.port_stats.get(port)
-        if st is None:
-            st = self._pstats(port)
-        st.tx_packets += 1
+        (self.port_stats.get(port) or self._pstats(port)).tx_packets += 1
         if port == self.cpu_port:
             if self._packet_in is not None:
                 self._packet_in(frame)
@@ -189,7 +189,8 @@ class DataPlane:
     def load_pipeline(self, bmv2_json: bytes) -> None:
         try:
             program = load_program(bmv2_json)
-            cp = CompiledProgram(program, self.port_up, self.log, self.clock, self.trace)
+            cp = CompiledProgram(program, self.port_up, self.log, self.clock, self.trace,
+                                 self.rng)
             flow = V1Model(cp, self.tm, self._output, self._digest_out, self.clock, self.t0,
                            self.log, self.trace)
         except ProgramError as e:
@@ -214,16 +215,10 @@ class DataPlane:
         return self.cp
 
     def _table(self, name: str) -> MatchTable:
-        table = self._cp().tables.get(name)
-        if table is None:
-            raise ApiError(Code.NOT_FOUND, f"unknown table '{name}'")
-        return table
+        return self._indexed("table", self._cp().tables, name)
 
     def _profile(self, name: str) -> ActionProfile:
-        prof = self._cp().profiles.get(name)
-        if prof is None:
-            raise ApiError(Code.NOT_FOUND, f"unknown action profile '{name}'")
-        return prof
+        return self._indexed("action profile", self._cp().profiles, name)
 
     # -- tables ------------------------------------------------------------------------------
 
@@ -258,11 +253,7 @@ class DataPlane:
     def direct_counter_write(self, table: str, key: tuple[KeyField, ...], priority: int,
                              packets: int, bytes_: int) -> None:
         with self.lock:
-            t = self._table(table)
-            if not t.with_counters:
-                raise ApiError(Code.INVALID_ARGUMENT, f"table '{table}' has no direct counter")
-            entry = t.find(key, priority)
-            entry.packets, entry.bytes = packets, bytes_
+            self._table(table).set_direct_counter(key, priority, packets, bytes_)
 
     def direct_meter_set(self, table: str, key: tuple[KeyField, ...], priority: int,
                          config: MeterConfig | None) -> None:
@@ -270,11 +261,6 @@ class DataPlane:
             self._table(table).set_direct_meter(key, priority, config)
 
     # -- action profiles ---------------------------------------------------------------------
-
-    def _refs(self, profile: str, ref: Any) -> bool:
-        cp = self._cp()
-        return any(t.profile is not None and t.profile.name == profile and e.action == ref
-                   for t in cp.tables.values() for e in t.entries.values())
 
     def member_add(self, profile: str, member_id: int, action: ActionCall) -> None:
         with self.lock:
@@ -285,9 +271,9 @@ class DataPlane:
             self._profile(profile).member_modify(member_id, action)
 
     def member_delete(self, profile: str, member_id: int) -> None:
+        ref = MemberRef(member_id)  # entries holding it keep the member from deletion
         with self.lock:
-            prof = self._profile(profile)
-            prof.member_delete(member_id, self._refs(profile, MemberRef(member_id)))
+            self._profile(profile).member_delete(member_id, self._cp().refers_to(profile, ref))
 
     def members(self, profile: str) -> dict[int, ActionCall]:
         with self.lock:
@@ -304,7 +290,8 @@ class DataPlane:
 
     def group_delete(self, profile: str, group_id: int) -> None:
         with self.lock:
-            self._profile(profile).group_delete(group_id, self._refs(profile, GroupRef(group_id)))
+            self._profile(profile).group_delete(
+                group_id, self._cp().refers_to(profile, GroupRef(group_id)))
 
     def groups(self, profile: str) -> dict[int, list[GroupMember]]:
         with self.lock:
@@ -350,11 +337,7 @@ class DataPlane:
 
     def register_write(self, name: str, index: int, value: int) -> None:
         with self.lock:
-            reg = self._indexed("register", self._cp().registers, name, index)
-            if not isinstance(value, int) or value < 0 or value >> reg.bitwidth:
-                raise ApiError(Code.INVALID_ARGUMENT, f"register '{name}': value {value!r} "
-                               f"does not fit in {reg.bitwidth} bits")
-            reg.values[index] = value
+            self._indexed("register", self._cp().registers, name, index).set(index, value)
 
     def register_size(self, name: str) -> int:
         with self.lock:
@@ -372,35 +355,20 @@ class DataPlane:
         if self._idle is None or self.cp is None:
             return
         with self.lock:
-            now = self.clock()
-            expired = {name: [t.to_api(e) for e in t.idle_entries(now)]
-                       for name, t in self.cp.tables.items() if t.supports_timeout}
+            expired = self.cp.idle_entries(self.clock())
         for name, entries in expired.items():
-            if entries:
-                self._idle(name, entries)
+            self._idle(name, entries)
 
     # -- parser value sets (an addition to DataPlaneApi: P4Runtime ValueSetEntry) ------------
 
     def parse_vset_set(self, name: str, values: list[int]) -> None:
         """Replace the members of parser value set ``name`` (values of its compressed width)."""
         with self.lock:
-            cp = self._cp()
-            if name not in cp.vsets:
-                raise ApiError(Code.NOT_FOUND, f"unknown parser value set '{name}'")
-            width = int(cp.p.parse_vsets[name].get("compressed_bitwidth") or 0)
-            for v in values:
-                if not isinstance(v, int) or v < 0 or (width and v >> width):
-                    raise ApiError(Code.INVALID_ARGUMENT, f"parser value set '{name}': value "
-                                   f"{v!r} does not fit in {width} bits")
-            cp.vsets[name].clear()
-            cp.vsets[name].update(values)
+            self._cp().set_vset(name, values)
 
     def parse_vset_get(self, name: str) -> list[int]:
         with self.lock:
-            cp = self._cp()
-            if name not in cp.vsets:
-                raise ApiError(Code.NOT_FOUND, f"unknown parser value set '{name}'")
-            return sorted(cp.vsets[name])
+            return sorted(self._cp().vset(name))
 
     # -- packet replication engine -----------------------------------------------------------
 
@@ -410,15 +378,12 @@ class DataPlane:
         return self.flow
 
     def mcast_group_set(self, group_id: int, replicas: list[Replica]) -> None:
-        if not 0 < group_id < 1 << 16:
-            raise ApiError(Code.INVALID_ARGUMENT, f"multicast group id {group_id} out of range")
         with self.lock:
-            self._flow().mcast[group_id] = [Replica(r.egress_port, r.instance) for r in replicas]
+            self._flow().set_mcast_group(group_id, replicas)
 
     def mcast_group_delete(self, group_id: int) -> None:
         with self.lock:
-            if self._flow().mcast.pop(group_id, None) is None:
-                raise ApiError(Code.NOT_FOUND, f"multicast group {group_id} does not exist")
+            self._flow().delete_mcast_group(group_id)
 
     def mcast_groups(self) -> dict[int, list[Replica]]:
         with self.lock:
@@ -486,39 +451,36 @@ class DataPlane:
         with self.lock:
             self._pstats(port).rx_socket_drops += dropped
 
+    def _set_tm(self, what: str, values: tuple[int, ...], update: Callable[[], None],
+                wake: bool = True) -> None:
+        """Apply a traffic-manager setting whose ``values`` must be >= 0 (``what`` names them
+        in the error); then ``wake``: the next deadline may have moved earlier."""
+        if min(values) < 0:
+            raise ApiError(Code.INVALID_ARGUMENT, f"{what} must be >= 0")
+        with self.lock:
+            update()
+        if wake:
+            self.wake()
+
     def set_queue_rate(self, pps: int, port: int | None = None,
                        priority: int | None = None) -> None:
-        if pps < 0:
-            raise ApiError(Code.INVALID_ARGUMENT, f"queue rate {pps} must be >= 0")
-        with self.lock:
-            self.tm.set_rate(pps, port, priority)
-        self.wake()
+        self._set_tm(f"queue rate {pps}", (pps,), lambda: self.tm.set_rate(pps, port, priority))
 
     def set_port_rate(self, pps: int, port: int) -> None:
         """A line rate shared by the port's priority queues (p4sim's addition to
         simple_switch's per-queue rates)."""
-        if pps < 0:
-            raise ApiError(Code.INVALID_ARGUMENT, f"port rate {pps} must be >= 0")
-        with self.lock:
-            self.tm.set_port_rate(pps, port)
-        self.wake()
+        self._set_tm(f"port rate {pps}", (pps,), lambda: self.tm.set_port_rate(pps, port))
 
     def set_queue_depth(self, packets: int, port: int | None = None) -> None:
-        if packets < 0:
-            raise ApiError(Code.INVALID_ARGUMENT, f"queue depth {packets} must be >= 0")
-        with self.lock:
-            self.tm.set_depth(packets, port)
+        self._set_tm(f"queue depth {packets}", (packets,),
+                     lambda: self.tm.set_depth(packets, port), wake=False)
 
     def set_link_rate(self, bps: int, buffer_bytes: int = 0, port: int | None = None) -> None:
         """Bit-rate mode: serve ``port`` (None: every port) at ``bps`` bits per second shared
         by its priority queues, buffering at most ``buffer_bytes`` (0: no byte limit; the
         packet depth of set_queue_depth still applies). ``bps`` 0: back to packet mode."""
-        if bps < 0 or buffer_bytes < 0:
-            raise ApiError(Code.INVALID_ARGUMENT,
-                           f"link rate {bps} and buffer {buffer_bytes} must be >= 0")
-        with self.lock:
-            self.tm.set_link(bps, buffer_bytes, port)
-        self.wake()
+        self._set_tm(f"link rate {bps} and buffer {buffer_bytes}", (bps, buffer_bytes),
+                     lambda: self.tm.set_link(bps, buffer_bytes, port))
 
     def stats(self) -> SwitchStats:
         with self.lock:
@@ -532,7 +494,6 @@ class DataPlane:
                                      tm.busy_seconds(p, now),
                                      tm.busy_tx.get(p, 0), tm.rate(p),
                                      tm.port_backlog.get(p, 0))
-            flow = self.flow
-            return SwitchStats(ports, flow.counters.parser_errors if flow else 0,
-                               (flow.counters.pipeline_drops if flow else 0)
-                               + self.no_program_drops)
+            counters = self.flow.counters if self.flow is not None else Counters()
+            return SwitchStats(ports, counters.parser_errors,
+                               counters.pipeline_drops + self.no_program_drops)

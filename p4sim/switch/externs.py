@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from p4sim.switch.api import MeterConfig
+from p4sim.switch.api import ApiError, Code, MeterConfig
 
 GREEN, YELLOW, RED = 0, 1, 2
 _LITTLE = sys.byteorder == "little"
@@ -104,13 +104,15 @@ class _RoundRobin:
         return self.n - 1
 
 
-def hash_algorithm(name: str) -> Callable[[bytes], int] | None:
-    """A fresh instance of the named BMv2 hash (None if unsupported)."""
+def hash_algorithm(name: str, rng: random.Random | None = None) -> Callable[[bytes], int] | None:
+    """A fresh instance of the named BMv2 hash (None if unsupported); "random" draws from
+    ``rng`` (default: a generator of its own, seeded from OS entropy)."""
+    draw = (rng or random.Random()).getrandbits
     table: dict[str, Callable[[bytes], int]] = {
         "crc16": crc16, "crc16_custom": crc16, "crc32": crc32, "crc32_custom": crc32,
         "crcCCITT": crc_ccitt, "crc8_custom": crc8_custom, "csum16": csum16, "cksum16": csum16,
         "identity": identity, "xor16": _xor_words(2), "xor32": _xor_words(4),
-        "random": lambda data: random.getrandbits(32),
+        "random": lambda data: draw(32),
     }
     if name in ("round_robin", "round_robin_consistent"):
         return _RoundRobin()
@@ -193,3 +195,10 @@ class RegisterArray:
 
     def read(self, index: int) -> int:
         return self.values[index] if 0 <= index < self.size else 0
+
+    def set(self, index: int, value: int) -> None:
+        """The control plane's write: a value wider than the register is refused."""
+        if not isinstance(value, int) or value < 0 or value >> self.bitwidth:
+            raise ApiError(Code.INVALID_ARGUMENT, f"register '{self.name}': value {value!r} "
+                           f"does not fit in {self.bitwidth} bits")
+        self.values[index] = value

@@ -11,8 +11,9 @@ arguments, queues, egress ports; ``--log-level`` (trace, debug, info, warn, erro
 trace) filters it. Without either, the packet path is built without any trace hook.
 
 Target options after ``--`` (``--grpc-server-addr``, ``--cpu-port``, ``--priority-queues``) are
-accepted as simple_switch_grpc takes them. Options of BMv2 that do not apply are ignored with a
-warning.
+accepted as simple_switch_grpc takes them. Every other option of simple_switch_grpc 1.15.5's
+``--help`` is accepted with its arity (``IGNORED_OPTIONS``) and noted once at start as ignored,
+so a value such as ``--nanolog ipc://...``'s is never taken for the JSON file.
 """
 
 from __future__ import annotations
@@ -28,9 +29,41 @@ from p4sim.switch.admin import DEFAULT_PORT, AdminServer
 from p4sim.switch.api import ApiError
 
 DEFAULT_GRPC = "0.0.0.0:9559"
-IGNORED_WITH_VALUE = ("--notifications-addr", "--debugger-addr", "--restore-state",
-                      "--max-port-count", "--dp-grpc-server-addr", "--load-modules", "--drop-port",
-                      "--packet-in")
+# What `--version` and `--json-version` print: the BMv2 release whose command line this one
+# follows, and the newest BMv2 JSON minor version the loader is written against.
+BMV2_VERSION = "1.15.5"
+JSON_VERSION = "2.24"
+
+# simple_switch_grpc 1.15.5's options that p4sim takes but does not act on, with their arity
+# (0: a flag, 1: one value) and why they do not apply; each given one is noted once at start.
+# The tutorials' Mininet harness always passes `--nanolog ipc://...`, so a value-taking option
+# read as a flag would turn its value into the JSON file name.
+IGNORED_OPTIONS: dict[str, tuple[int, str]] = {
+    "--use-files": (1, "pcap-file ports are not supported; interfaces are used"),
+    "--packet-in": (1, "nanomsg packet injection is not supported"),
+    "--nanolog": (1, "no nanomsg event log (use --log-console or --log-file)"),
+    "--log-file-max-size": (1, "log files are not rotated"),
+    "--log-file-max-files": (1, "log files are not rotated"),
+    "--notifications-addr": (1, "learning/ageing go to P4Runtime digests, not nanomsg"),
+    "--restore-state": (1, "state files are not supported"),
+    "--dump-packet-data": (1, "packet bytes are not dumped in the log"),
+    "--max-port-count": (1, "port numbers are not limited"),
+    "--debugger": (0, "no debugger"),
+    "--debugger-addr": (1, "no debugger"),
+    "--load-modules": (1, "extern modules (.so) cannot be loaded"),
+    "--enable-swap": (0, "JSON swapping is always on"),
+    "--disable-swap": (0, "JSON swapping is always on"),
+    "--grpc-server-ssl": (0, "the gRPC server serves plaintext only"),
+    "--grpc-server-cacert": (1, "the gRPC server serves plaintext only"),
+    "--grpc-server-cert": (1, "the gRPC server serves plaintext only"),
+    "--grpc-server-key": (1, "the gRPC server serves plaintext only"),
+    "--grpc-server-with-client-auth": (0, "the gRPC server serves plaintext only"),
+    "--drop-port": (1, "the drop port stays 511"),
+    "--dp-grpc-server-addr": (1, "no gRPC data-plane channel"),
+    "--max-mc-groups": (1, "multicast groups are not limited"),
+    "--max-l1-entries": (1, "multicast entries are not limited"),
+    "--max-l2-entries": (1, "multicast entries are not limited"),
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +82,17 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--log-flush", action="store_true")
     ap.add_argument("--priority-queues", type=int, default=1)
     ap.add_argument("--thrift-port", type=int, default=DEFAULT_PORT)
+    ap.add_argument("-v", "--version", action="version", version=BMV2_VERSION + "-p4sim")
+    ap.add_argument("--json-version", action="store_true",
+                    help="print the newest BMv2 JSON version supported and exit")
+    for name, (arity, why) in IGNORED_OPTIONS.items():
+        dest = "ignored_" + name.lstrip("-").replace("-", "_")
+        if arity:
+            ap.add_argument(name, dest=dest, action="append", metavar="ARG",
+                            help=f"accepted, ignored: {why}")
+        else:
+            ap.add_argument(name, dest=dest, action="append_const", const="",
+                            help=f"accepted, ignored: {why}")
     # Structured per-packet trace (p4sim.switch.jsontrace): one JSON record per sampled packet.
     ap.add_argument("--trace-file", default=None, metavar="PATH")
     ap.add_argument("--trace-sample", type=int, default=1, metavar="N")
@@ -57,43 +101,29 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _drop_ignored(argv: list[str]) -> tuple[list[str], list[str]]:
-    kept, ignored = [], []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        name = a.split("=", 1)[0]
-        if name in IGNORED_WITH_VALUE:
-            ignored.append(a)
-            if "=" not in a and i + 1 < len(argv):
-                i += 1
-            i += 1
-            continue
-        if a in ("--nanolog", "--debugger", "--use-files", "--dump-packet-data", "--enable-swap",
-                 "--disable-swap"):
-            ignored.append(a)
-            i += 1
-            continue
-        kept.append(a)
-        i += 1
-    return kept, ignored
+def _note_ignored(ns: argparse.Namespace) -> None:
+    for name, (_arity, why) in IGNORED_OPTIONS.items():
+        if getattr(ns, "ignored_" + name.lstrip("-").replace("-", "_")) is not None:
+            print(f"p4sim switch: note: ignoring {name}: {why}", file=sys.stderr)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """simple_switch_grpc's command line: BMv2's options, then target options after `--`."""
     if "--" in argv:
         cut = argv.index("--")
         main_args, target_args = argv[:cut], argv[cut + 1:]
     else:
         main_args, target_args = argv, []
-    main_args, ignored = _drop_ignored(main_args)
-    target_args, ignored2 = _drop_ignored(target_args)
     ns = _parser().parse_args(main_args + target_args)
-    for opt in ignored + ignored2:
-        print(f"p4sim switch: warning: ignoring BMv2 option '{opt}'", file=sys.stderr)
+    if ns.json_version:
+        print(JSON_VERSION)
+        raise SystemExit(0)
+    _note_ignored(ns)
     return ns
 
 
-def _interfaces(specs: list[str]) -> dict[int, str]:
+def parse_interfaces(specs: list[str]) -> dict[int, str]:
+    """simple_switch's ``-i PORT@IFACE`` options as port -> interface name."""
     out: dict[int, str] = {}
     for spec in specs:
         port, sep, ifname = spec.partition("@")
@@ -202,6 +232,7 @@ def _run(dp: Any, ns: argparse.Namespace, ifaces: dict[int, str], stop: threadin
         # and skip everything allocated at start-up (generated code, protobuf modules).
         gc.freeze()
         gc.set_threshold(50_000, 50, 100)
+        gc.enable()  # `p4sim switch` starts with it off (p4sim.cli)
         ports.start(dp)
         port_list = ", ".join(f"{p}@{i}" for p, i in sorted(ifaces.items())) or "none"
         print(f"p4sim switch: device {ns.device_id} ports {port_list}"
@@ -226,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         try:
-            ifaces = _interfaces(ns.interface)
+            ifaces = parse_interfaces(ns.interface)
         except ValueError as e:
             raise _Exit(2, str(e)) from None
         if ns.priority_queues < 1 or ns.priority_queues > 8:

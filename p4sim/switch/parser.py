@@ -91,6 +91,7 @@ class ParserCompiler:
         gen.ns.setdefault("_PE", ParserError)
         gen.ns.setdefault("_xvl", extract_varbit)
         self.err = self.p.errors
+        self.state_names: dict[str, str] = {}  # namespace name of a state's function -> state
 
     @property
     def _vl_codes(self) -> str:
@@ -112,6 +113,23 @@ class ParserCompiler:
                 f"_xvl(P, F, {hdrs}[_i], {g.expr(ps[1], where)}, {self._vl_codes})",
                 f"F[{next_slot}] = _i + 1"]
 
+    def _extract_next(self, headers: list, next_slot: int, ps: list, kind: str, where: str,
+                      hint: str) -> list[str]:
+        """``extract(stack.next)`` of a header stack or a union stack's member: the next
+        element, then the stack's next index moves on."""
+        htype = headers[0].htype
+        if htype.has_varbit or kind == "extract_VL":
+            return self._extract_next_vl(headers, next_slot, ps, kind, where)
+        g = self.gen
+        bases = g.const([h.fields[0].slot for h in headers], hint)
+        lines = [f"_i = F[{next_slot}]",
+                 f"if _i >= {len(headers)}: raise _PE({self.err['StackOutOfBounds']})",
+                 f"_hb = {bases}[_i]"]
+        lines += extract_lines(g, [(w, s) for _, w, s in htype.fields], "_hb",
+                               htype.fixed_bits, self.err["PacketTooShort"])
+        lines += [f"F[_hb + {len(htype.fields)}] = 1", f"F[{next_slot}] = _i + 1"]
+        return lines
+
     def compile(self, parser: dict) -> Any:
         """A ``run(P, F)`` function that parses the packet from its start state."""
         pname = parser.get("name", "parser")
@@ -124,6 +142,7 @@ class ParserCompiler:
             fns[sname] = self._state(state, names, f"parser '{pname}' state '{sname}'")
         for sname, fn in fns.items():
             self.gen.ns[names[sname]] = fn
+            self.state_names[names[sname]] = sname
         init = parser.get("init_state")
         if init not in states:
             raise ProgramError(f"parser '{pname}': unknown init_state {init!r}")
@@ -164,32 +183,11 @@ class ParserCompiler:
                 stack = self.p.stacks.get(tval)
                 if stack is None:
                     raise ProgramError(f"{where}: unknown header stack {tval!r}")
-                htype = stack.headers[0].htype
-                if htype.has_varbit or kind == "extract_VL":
-                    return self._extract_next_vl(stack.headers, stack.next_slot, ps, kind, where)
-                bases = g.const([h.fields[0].slot for h in stack.headers], "sb")
-                nfields = len(htype.fields)
-                lines = [f"_i = F[{stack.next_slot}]",
-                         f"if _i >= {len(stack.headers)}: raise _PE({self.err['StackOutOfBounds']})",
-                         f"_hb = {bases}[_i]"]
-                lines += extract_lines(g, [(w, s) for _, w, s in htype.fields], "_hb",
-                                       htype.fixed_bits, short)
-                lines += [f"F[_hb + {nfields}] = 1", f"F[{stack.next_slot}] = _i + 1"]
-                return lines
+                return self._extract_next(stack.headers, stack.next_slot, ps, kind, where, "sb")
             if ttype == "union_stack":
                 ustack = self.p.union_stacks[tval[0]]
                 rows = [u.members[tval[1]] for u in ustack.unions]
-                htype = rows[0].htype
-                if htype.has_varbit or kind == "extract_VL":
-                    return self._extract_next_vl(rows, ustack.next_slot, ps, kind, where)
-                bases = g.const([h.fields[0].slot for h in rows], "usb")
-                lines = [f"_i = F[{ustack.next_slot}]",
-                         f"if _i >= {len(rows)}: raise _PE({self.err['StackOutOfBounds']})",
-                         f"_hb = {bases}[_i]"]
-                lines += extract_lines(g, [(w, s) for _, w, s in htype.fields], "_hb",
-                                       htype.fixed_bits, short)
-                lines += [f"F[_hb + {len(htype.fields)}] = 1", f"F[{ustack.next_slot}] = _i + 1"]
-                return lines
+                return self._extract_next(rows, ustack.next_slot, ps, kind, where, "usb")
             raise ProgramError(f"{where}: unsupported extract target {ttype!r}")
         if kind == "set":
             return [g.store(g.lvalue(ps[0], where), g.expr(ps[1], where))]

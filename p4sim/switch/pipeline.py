@@ -7,9 +7,11 @@ A control pipeline is a graph of nodes (tables and conditionals); each node is a
 from __future__ import annotations
 
 import contextlib
+import random
 from collections.abc import Iterator
 from typing import Any
 
+from p4sim.switch import api
 from p4sim.switch.api import ActionCall, Exact, Lpm, Optional_, Range, TableEntry, Ternary
 from p4sim.switch.calculations import compile_calculations, compile_checksums, compile_hash
 from p4sim.switch.codegen import Gen, hexstr
@@ -45,7 +47,7 @@ def _run_pipeline(init: Any) -> Any:
 
 class CompiledProgram:
     def __init__(self, program: Program, port_up: Any, log: Any, clock: Any,
-                 trace: Any = None) -> None:
+                 trace: Any = None, rng: random.Random | None = None) -> None:
         self.p = program
         self.port_up = port_up
         self.clock = clock  # the data plane's clock, integer nanoseconds
@@ -61,7 +63,7 @@ class CompiledProgram:
         ns["REGISTERS"] = self.registers
         ns["COUNTERS"] = self.counters
         ns["METERS"] = self.meters
-        self.gen = Gen(program, ns)
+        self.gen = Gen(program, ns, rng)
         with _section("calculations"):
             self.calcs = compile_calculations(self.gen)
         ns["CALCS"] = self.calcs
@@ -81,7 +83,8 @@ class CompiledProgram:
         with _section(f"parser '{program.parsers[0].get('name')}'"):
             self.parser_start = pc.compile(program.parsers[0])
         if trace is not None:
-            self.parser_start = trace.wrap_parser_states(self.ns, self.parser_start)
+            self.parser_start = trace.wrap_parser_states(self.ns, self.parser_start,
+                                                         pc.state_names)
         if not program.deparsers:
             raise ProgramError("deparsers: the program has no deparser")
         with _section("deparser"):
@@ -100,6 +103,35 @@ class CompiledProgram:
         self.learn_lists = {lid: (ll.get("name", str(lid)),
                                   self._slots(ll.get("elements") or [], f"learn_lists id {lid}"))
                             for lid, ll in program.learn_lists.items()}
+
+    def refers_to(self, profile: str, ref: Any) -> bool:
+        """Whether an entry of a table of action profile ``profile`` holds ``ref`` (a member
+        or group reference): such a member or group may not be deleted."""
+        return any(t.profile is not None and t.profile.name == profile and e.action == ref
+                   for t in self.tables.values() for e in t.entries.values())
+
+    def idle_entries(self, now: int) -> dict[str, list[TableEntry]]:
+        """{table: entries} of tables with idle timeouts whose entries are due a notice."""
+        expired = {name: [t.to_api(e) for e in t.idle_entries(now)]
+                   for name, t in self.tables.items() if t.supports_timeout}
+        return {name: entries for name, entries in expired.items() if entries}
+
+    def vset(self, name: str) -> set[int]:
+        """The members of parser value set ``name`` (the set the parser reads)."""
+        if name not in self.vsets:
+            raise api.ApiError(api.Code.NOT_FOUND, f"unknown parser value set '{name}'")
+        return self.vsets[name]
+
+    def set_vset(self, name: str, values: list[int]) -> None:
+        """Replace the members of ``name``: values of its compressed width, or nothing."""
+        members = self.vset(name)
+        width = int(self.p.parse_vsets[name].get("compressed_bitwidth") or 0)
+        for v in values:
+            if not isinstance(v, int) or v < 0 or (width and v >> width):
+                raise api.ApiError(api.Code.INVALID_ARGUMENT, f"parser value set '{name}': "
+                                   f"value {v!r} does not fit in {width} bits")
+        members.clear()
+        members.update(values)
 
     def _slots(self, elements: list, where: str) -> list[int]:
         slots = []

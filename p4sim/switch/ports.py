@@ -5,6 +5,12 @@ then ``poll()`` runs whatever egress is due and gives the next paced departure, 
 poll timeout. The ports drive the data plane only through its public calls: the data plane gets
 ``tx`` and ``wake`` as its transmit and wake-up functions (``DataPlane.set_transmit_fn``). Copies of frames the switch itself sent (PACKET_OUTGOING) are ignored. Link status
 (carrier) is polled so a port whose link goes down is down for action selector ``watch_port``.
+
+Transmit waits when the kernel cannot take more, as BMv2's blocking send does: a send that
+finds the socket's buffer full (a ``tc`` rate limit or a full veth holds the frames) keeps the
+frame, blocks the port in the traffic manager and asks for POLLOUT; until the kernel takes the
+frame, the port's packets wait in the switch's queue, where P4 sees ``enq_qdepth``, ECN marks
+them and the queue tail-drops, and the queue drains at the link's rate.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import socket
 import struct
 import threading
 import time
+from collections import deque
 from typing import Any, BinaryIO
 
 ETH_P_ALL = 0x0003
@@ -28,6 +35,9 @@ RECV_BATCH = 64
 # frames up to this size are processed whatever the MTU (jumbo or not), longer ones dropped.
 SNAPLEN = 262144
 LINK_POLL_S = 0.25
+# Frames a blocked port may still be handed (a packet-out, a frame egress had already decided)
+# beyond the one its send refused; more are transmit errors.
+PENDING_LIMIT = 64
 
 
 class PcapWriter:
@@ -74,6 +84,9 @@ class PortIO:
         self.loop_errors = 0
         self.resting: dict[int, float] = {}  # fd -> time its socket is polled again
         self.filtered: set[int] = set()  # ports whose socket drops outgoing copies in-kernel
+        self.pending: dict[int, deque[bytes]] = {}  # port -> frames its full socket refused
+        self._poller: Any = None
+        self._want_out: set[int] = set()  # blocked ports whose fd needs POLLOUT set
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -88,7 +101,10 @@ class PortIO:
                 raise OSError(f"port {port}: cannot open interface '{ifname}': "
                               f"{e.strerror}") from None
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            # The send buffer stays the kernel's default, as libpcap leaves BMv2's: it bounds
+            # what a rate-limited link holds in the kernel (a few dozen frames), so a slow
+            # port's backlog waits in the switch's queue instead (see the module docstring).
+            # A veth without a qdisc frees each frame at send, so it never fills there.
             s.setblocking(False)
             try:
                 # Linux >= 4.20: the kernel does not hand us copies of our own transmissions,
@@ -113,10 +129,44 @@ class PortIO:
             return  # no such port: dropped, as BMv2 does
         if self.pcap_out:
             self.pcap_out[port].write(frame)
+        waiting = self.pending.get(port)
+        if waiting:
+            if len(waiting) >= PENDING_LIMIT:
+                self.tx_errors += 1
+            else:
+                waiting.append(frame)
+            return
         try:
             s.send(frame)
+        except BlockingIOError:
+            self._block(port, frame)
         except OSError:
-            self.tx_errors += 1  # e.g. link down or a full socket buffer
+            self.tx_errors += 1  # e.g. link down, or the qdisc dropped it (ENOBUFS)
+
+    def _block(self, port: int, frame: bytes) -> None:
+        """The kernel refused ``frame`` for now: keep it and stop the port's egress."""
+        self.pending[port] = deque((frame,))
+        self.dp.tm.block(port)
+        self._want_out.add(port)
+        if threading.current_thread() is not self.thread:
+            self.wake()  # the I/O loop sets POLLOUT (a poll object is not shared)
+
+    def _flush(self, port: int, fd: int, s: socket.socket) -> None:
+        """POLLOUT on a blocked port: send what waits; when all is sent, egress resumes."""
+        waiting = self.pending.get(port)
+        while waiting:
+            try:
+                s.send(waiting[0])
+            except BlockingIOError:
+                return
+            except OSError:
+                self.tx_errors += 1
+            waiting.popleft()
+        self.pending.pop(port, None)
+        with contextlib.suppress(OSError):  # a resting socket is not registered
+            self._poller.modify(fd, select.POLLIN)
+        with self.dp.lock:
+            self.dp.tm.unblock(port)
 
     def wake(self) -> None:
         with contextlib.suppress(OSError):
@@ -162,7 +212,7 @@ class PortIO:
                     self.dp.add_socket_drops(port, drops)
 
     def run(self) -> None:
-        poller = select.poll()
+        poller = self._poller = select.poll()
         for fd in self.by_fd:
             poller.register(fd, select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
@@ -221,14 +271,23 @@ class PortIO:
                 del self.resting[fd]
                 poller.register(fd, select.POLLIN)
         deadline = dp.poll()
+        while self._want_out:
+            s = self.socks.get(self._want_out.pop())
+            if s is not None:
+                with contextlib.suppress(OSError):
+                    poller.modify(s.fileno(), select.POLLIN | select.POLLOUT)
         timeout = LINK_POLL_S if deadline is None else \
             min(max((deadline - dp.clock()) / 1e9, 0.0), LINK_POLL_S)
-        for fd, _ in poller.poll(timeout * 1000.0):
+        for fd, event in poller.poll(timeout * 1000.0):
             if fd == self._wake_r:
                 with contextlib.suppress(OSError):
                     os.read(fd, 4096)
                 continue
             port, s = self.by_fd[fd]
+            if event & select.POLLOUT:
+                self._flush(port, fd, s)
+            if not event & (select.POLLIN | select.POLLERR):
+                continue
             batch = self._read(fd, port, s, poller, now)
             if batch:
                 receive_batch(port, batch)

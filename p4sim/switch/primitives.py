@@ -7,7 +7,7 @@ v1model flow in ``dataplane`` acts on at the end of ingress/egress, as simple_sw
 
 from __future__ import annotations
 
-import random
+from collections.abc import Callable
 from typing import Any
 
 from p4sim.switch.codegen import Gen, HeaderRef, hexstr
@@ -28,7 +28,7 @@ class ActionCompiler:
         self.gen = gen
         self.p = gen.p
         gen.ns.setdefault("_abort", _abort)
-        gen.ns.setdefault("_randint", random.randint)
+        gen.ns.setdefault("_randint", gen.rng.randint)
         gen.ns.setdefault("_log", log or (lambda msg: None))
         gen.ns.setdefault("_fmt", format_log)
         self.egress_spec = self.p.std_slot("egress_spec")
@@ -106,93 +106,183 @@ class ActionCompiler:
 
     def primitive(self, prim: dict, where: str) -> list[str]:
         op = prim.get("op")
-        ps = prim.get("parameters") or []
-        g = self.gen
-        if op in ("assign", "modify_field", "assign_VL"):
-            lv = g.lvalue(ps[0], where)
-            src = g.expr(ps[1], where)
-            if op == "modify_field" and len(ps) > 2:
-                mask = g.expr(ps[2], where)
-                src = f"((F[{lv[0]}] & ~{mask}) | ({src} & {mask}))"
-            return [g.store(lv, src)]
-        if op == "assign_header":
-            return self._copy_header(self._header(ps[0], where), self._header(ps[1], where))
-        if op == "assign_union":
-            du, su = self.p.unions[ps[0]["value"]], self.p.unions[ps[1]["value"]]
-            lines = []
-            for (_, dh), (_, sh) in zip(du.members.items(), su.members.items()):
-                lines += self._copy_header(HeaderRef(dh.htype, dh), HeaderRef(sh.htype, sh))
-            return lines
-        if op == "assign_header_stack":
-            ds, ss = self.p.stacks[ps[0]["value"]], self.p.stacks[ps[1]["value"]]
-            lines = [f"F[{ds.next_slot}] = F[{ss.next_slot}]"]
-            for dh, sh in zip(ds.headers, ss.headers):
-                lines += self._copy_header(HeaderRef(dh.htype, dh), HeaderRef(sh.htype, sh))
-            return lines
-        if op in ("add_header", "add_header_fast"):
-            return self._set_valid(self._header(ps[0], where))
-        if op == "remove_header":
-            return [f"{self._header(ps[0], where).valid_src()} = 0"]
-        if op in ("push", "pop"):
-            return self._stack_shift(op, ps[0], g.expr(ps[1], where), where)
-        return self._packet_or_extern(op, ps, where)
+        emit = PRIMITIVES.get(op) if isinstance(op, str) else None
+        if emit is None:
+            raise ProgramError(f"{where}: unsupported primitive {op!r}")
+        return emit(self, op, prim.get("parameters") or [], where)  # type: ignore[arg-type]
 
-    def _packet_or_extern(self, op: str, ps: list, where: str) -> list[str]:
-        """Primitives on the packet's fate (drop, exit, clone, resubmit, recirculate, digest,
-        truncate) and on externs (hashes, random, registers, counters, meters, asserts)."""
-        g = self.gen
-        if op in ("mark_to_drop", "drop"):
-            return [f"F[{self.egress_spec}] = {DROP_PORT}", f"F[{self.mcast_grp}] = 0"]
-        if op == "exit":
-            return ["P.exit = True", "return"]
-        if op in ("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress"):
-            return [f"P.clone_session = {g.expr(ps[0], where)}",
-                    f"P.clone_fl = {g.expr(ps[1], where) if len(ps) > 1 else 0}"]
-        if op == "resubmit":
-            return [f"P.resubmit_fl = {g.expr(ps[0], where) if ps else 0}"]
-        if op == "recirculate":
-            return [f"P.recirc_fl = {g.expr(ps[0], where) if ps else 0}"]
-        if op == "generate_digest":
-            learn_id = g.expr(ps[1], where)
-            return ["if P.digests is None: P.digests = []", f"P.digests.append({learn_id})"]
-        if op == "truncate":
-            return [f"P.truncate = {g.expr(ps[0], where)}"]
-        if op == "modify_field_with_hash_based_offset":
-            lv = g.lvalue(ps[0], where)
-            calc = self._named("CALCS", ps[2], where)
-            base, size = g.expr(ps[1], where), g.expr(ps[3], where)
-            return [f"_sz = {size} or 1", g.store(lv, f"{base} + {calc}(P, F, D) % _sz")]
-        if op == "modify_field_rng_uniform":
-            lv = g.lvalue(ps[0], where)
-            return [g.store(lv, f"_randint({g.expr(ps[1], where)}, {g.expr(ps[2], where)})")]
-        if op == "register_read":
-            lv = g.lvalue(ps[0], where)
-            reg = self._named("REGISTERS", ps[1], where)
-            return [g.store(lv, f"{reg}.read({g.expr(ps[2], where)})")]
-        if op == "register_write":
-            reg = self._named("REGISTERS", ps[0], where)
-            return [f"{reg}.write({g.expr(ps[1], where)}, {g.expr(ps[2], where)})"]
-        if op == "count":
-            ctr = self._named("COUNTERS", ps[0], where)
-            return [f"{ctr}.count({g.expr(ps[1], where)}, P.length)"]
-        if op == "execute_meter":
-            met = self._named("METERS", ps[0], where)
-            lv = g.lvalue(ps[2], where)
-            return [g.store(lv, f"{met}.execute({g.expr(ps[1], where)}, P.length)")]
-        if op in ("assert", "assume"):
-            return [f"if not ({g.expr(ps[0], where)}): _abort({where + ' failed'!r})"]
-        if op == "log_msg":
-            fmt = ps[0].get("value", "")
-            args = ps[1].get("value", []) if len(ps) > 1 else []
-            vals = ", ".join(g.expr(a, where) for a in args)
-            return [f"_log(_fmt({fmt!r}, ({vals}{',' if args else ''})))"]
-        if op in ("no_op", "_jump", "_jump_if_zero"):
-            return ["pass"]
-        if op in ("add_to_field", "subtract_from_field"):
-            lv = g.lvalue(ps[0], where)
-            sign = "+" if op == "add_to_field" else "-"
-            return [g.store(lv, f"F[{lv[0]}] {sign} {g.expr(ps[1], where)}")]
-        raise ProgramError(f"{where}: unsupported primitive {op!r}")
+
+# -- the primitives, by name (as BMv2 registers its primitives) ----------------------------------
+# Each turns one call's parameters into lines of source over the flat PHV.
+
+Emit = Callable[[ActionCompiler, str, list, str], list[str]]
+PRIMITIVES: dict[str, Emit] = {}
+
+
+def primitive(*names: str) -> Callable[[Emit], Emit]:
+    """Register the decorated function as the source of the primitives ``names``."""
+    def register(emit: Emit) -> Emit:
+        for name in names:
+            if name in PRIMITIVES:
+                raise AssertionError(f"primitive {name!r} registered twice")
+            PRIMITIVES[name] = emit
+        return emit
+    return register
+
+
+@primitive("assign", "modify_field", "assign_VL")
+def _assign(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    g = ac.gen
+    lv = g.lvalue(ps[0], where)
+    src = g.expr(ps[1], where)
+    if op == "modify_field" and len(ps) > 2:
+        mask = g.expr(ps[2], where)
+        src = f"((F[{lv[0]}] & ~{mask}) | ({src} & {mask}))"
+    return [g.store(lv, src)]
+
+
+@primitive("add_to_field", "subtract_from_field")
+def _add_to_field(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    lv = ac.gen.lvalue(ps[0], where)
+    sign = "+" if op == "add_to_field" else "-"
+    return [ac.gen.store(lv, f"F[{lv[0]}] {sign} {ac.gen.expr(ps[1], where)}")]
+
+
+@primitive("assign_header")
+def _assign_header(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    return ac._copy_header(ac._header(ps[0], where), ac._header(ps[1], where))
+
+
+@primitive("assign_union")
+def _assign_union(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    du, su = ac.p.unions[ps[0]["value"]], ac.p.unions[ps[1]["value"]]
+    lines = []
+    for dh, sh in zip(du.members.values(), su.members.values()):
+        lines += ac._copy_header(HeaderRef(dh.htype, dh), HeaderRef(sh.htype, sh))
+    return lines
+
+
+@primitive("assign_header_stack")
+def _assign_header_stack(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    ds, ss = ac.p.stacks[ps[0]["value"]], ac.p.stacks[ps[1]["value"]]
+    lines = [f"F[{ds.next_slot}] = F[{ss.next_slot}]"]
+    for dh, sh in zip(ds.headers, ss.headers):
+        lines += ac._copy_header(HeaderRef(dh.htype, dh), HeaderRef(sh.htype, sh))
+    return lines
+
+
+@primitive("add_header", "add_header_fast")
+def _add_header(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    return ac._set_valid(ac._header(ps[0], where))
+
+
+@primitive("remove_header")
+def _remove_header(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    return [f"{ac._header(ps[0], where).valid_src()} = 0"]
+
+
+@primitive("push", "pop")
+def _push_pop(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    return ac._stack_shift(op, ps[0], ac.gen.expr(ps[1], where), where)
+
+
+# The packet's fate: flags on the packet that the v1model flow acts on after the pipeline.
+
+@primitive("mark_to_drop", "drop")
+def _drop(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    return [f"F[{ac.egress_spec}] = {DROP_PORT}", f"F[{ac.mcast_grp}] = 0"]
+
+
+@primitive("exit")
+def _exit(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    return ["P.exit = True", "return"]
+
+
+@primitive("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress")
+def _clone(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    g = ac.gen
+    return [f"P.clone_session = {g.expr(ps[0], where)}",
+            f"P.clone_fl = {g.expr(ps[1], where) if len(ps) > 1 else 0}"]
+
+
+@primitive("resubmit", "recirculate")
+def _resubmit(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    flag = "resubmit_fl" if op == "resubmit" else "recirc_fl"
+    return [f"P.{flag} = {ac.gen.expr(ps[0], where) if ps else 0}"]
+
+
+@primitive("generate_digest")
+def _digest(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    learn_id = ac.gen.expr(ps[1], where)
+    return ["if P.digests is None: P.digests = []", f"P.digests.append({learn_id})"]
+
+
+@primitive("truncate")
+def _truncate(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    return [f"P.truncate = {ac.gen.expr(ps[0], where)}"]
+
+
+# Externs: hashes, random, registers, counters, meters, asserts, logging.
+
+@primitive("modify_field_with_hash_based_offset")
+def _hash(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    g = ac.gen
+    lv = g.lvalue(ps[0], where)
+    calc = ac._named("CALCS", ps[2], where)
+    base, size = g.expr(ps[1], where), g.expr(ps[3], where)
+    return [f"_sz = {size} or 1", g.store(lv, f"{base} + {calc}(P, F, D) % _sz")]
+
+
+@primitive("modify_field_rng_uniform")
+def _random(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    g = ac.gen
+    lv = g.lvalue(ps[0], where)
+    return [g.store(lv, f"_randint({g.expr(ps[1], where)}, {g.expr(ps[2], where)})")]
+
+
+@primitive("register_read")
+def _register_read(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    lv = ac.gen.lvalue(ps[0], where)
+    reg = ac._named("REGISTERS", ps[1], where)
+    return [ac.gen.store(lv, f"{reg}.read({ac.gen.expr(ps[2], where)})")]
+
+
+@primitive("register_write")
+def _register_write(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    g = ac.gen
+    reg = ac._named("REGISTERS", ps[0], where)
+    return [f"{reg}.write({g.expr(ps[1], where)}, {g.expr(ps[2], where)})"]
+
+
+@primitive("count")
+def _count(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    ctr = ac._named("COUNTERS", ps[0], where)
+    return [f"{ctr}.count({ac.gen.expr(ps[1], where)}, P.length)"]
+
+
+@primitive("execute_meter")
+def _meter(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    met = ac._named("METERS", ps[0], where)
+    lv = ac.gen.lvalue(ps[2], where)
+    return [ac.gen.store(lv, f"{met}.execute({ac.gen.expr(ps[1], where)}, P.length)")]
+
+
+@primitive("assert", "assume")
+def _assert(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    return [f"if not ({ac.gen.expr(ps[0], where)}): _abort({where + ' failed'!r})"]
+
+
+@primitive("log_msg")
+def _log_msg(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    fmt = ps[0].get("value", "")
+    args = ps[1].get("value", []) if len(ps) > 1 else []
+    vals = ", ".join(ac.gen.expr(a, where) for a in args)
+    return [f"_log(_fmt({fmt!r}, ({vals}{',' if args else ''})))"]
+
+
+@primitive("no_op", "_jump", "_jump_if_zero")  # jumps: the program-counter loop does them
+def _no_op(ac: ActionCompiler, op: str, ps: list, where: str) -> list[str]:
+    return ["pass"]
 
 
 def format_log(fmt: str, values: tuple) -> str:

@@ -74,10 +74,17 @@ class ActionProfile:
                            f"usable with {self._where()}")
         return adef, adef.check_args(tuple(action.args), where)
 
-    def member_add(self, member_id: int, action: ActionCall) -> None:
+    def _member_where(self, member_id: int, exists: bool) -> str:
+        """The member's name in errors, once it is known to exist (or, for an add, not)."""
         where = f"{self._where()} member {member_id}"
-        if member_id in self.members:
+        if exists and member_id not in self.members:
+            raise ApiError(Code.NOT_FOUND, f"{where}: does not exist")
+        if not exists and member_id in self.members:
             raise ApiError(Code.ALREADY_EXISTS, f"{where}: already exists")
+        return where
+
+    def member_add(self, member_id: int, action: ActionCall) -> None:
+        where = self._member_where(member_id, exists=False)
         if len(self.members) >= self.max_size > 0:
             raise ApiError(Code.RESOURCE_EXHAUSTED, f"{where}: profile is full")
         adef, data = self._action(action, where)
@@ -85,17 +92,13 @@ class ActionProfile:
         self.invalidate()
 
     def member_modify(self, member_id: int, action: ActionCall) -> None:
-        where = f"{self._where()} member {member_id}"
-        if member_id not in self.members:
-            raise ApiError(Code.NOT_FOUND, f"{where}: does not exist")
+        where = self._member_where(member_id, exists=True)
         adef, data = self._action(action, where)
         self.members[member_id] = (adef, data, action)
         self.invalidate()
 
     def member_delete(self, member_id: int, in_use: bool) -> None:
-        where = f"{self._where()} member {member_id}"
-        if member_id not in self.members:
-            raise ApiError(Code.NOT_FOUND, f"{where}: does not exist")
+        where = self._member_where(member_id, exists=True)
         if in_use or any(gm.member_id == member_id for g in self.groups.values() for gm in g):
             raise ApiError(Code.FAILED_PRECONDITION, f"{where}: still referenced")
         del self.members[member_id]

@@ -1,7 +1,10 @@
 """The v1model packet path: one function per stage, as BMv2's simple_switch runs it.
 
-    receive(port, frame)          parser -> verify checksum -> ingress pipeline -> (clone /
-                                  digest / resubmit / multicast / drop / unicast)
+    receive(port, frame)          prologue -> ingress pipeline -> (clone / digest / resubmit /
+                                  multicast / drop / unicast)
+    prologue(port, frame, igts, ...)
+                                  fresh metadata -> parser -> verify checksum (every packet
+                                  entering ingress, and the I2E clone)
     to_egress(P, port)            the egress buffers: the one place that decides whether a
                                   packet waits in its queue or goes on at once
     egress(P, port, prio, left, now)
@@ -14,20 +17,25 @@ pipelines, deparser, field slots, the traffic manager's calls) to that program's
 hot path reads constants instead of attributes. The placeholder values here only make the
 module importable and lint-clean.
 
-Speed without a second copy: ``build(fuse=True)`` also generates a ``receive`` in which each
-call marked ``# inline`` is replaced by the called stage's own body (its parameters are named
-as the call's arguments, and such a call is the last thing its caller does on that path, so a
-``return`` in the inlined body means the same). The fused and the stage-by-stage functions
-are tested against each other (tests/unit/test_switch_onepath.py).
+Speed without a second copy: ``build(fuse=True)`` also makes a ``receive`` in which each call
+of another stage that is a statement of its own is replaced by that stage's body, by a
+transform of this module's syntax tree (``_Inliner``). The call's arguments must be named as
+the callee's parameters, and such a call is the last thing its caller does on that path, so a
+``return`` in the inlined body means the same; ``name = prologue(...)`` becomes the body with
+its final ``return value`` as ``name = value``. The fused code keeps this file's name and line
+numbers, so a traceback or pdb in the fused ``receive`` shows the lines above as written. The
+fused and the stage-by-stage functions are tested against each other
+(tests/unit/test_switch_onepath.py).
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
-import inspect
-import re
-import textwrap
+import copy
+import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from p4sim.switch.packet import NORMAL, Packet
@@ -70,23 +78,10 @@ m_enq_ts = m_deq_td = -1
 def receive(port: int, frame: bytes, instance_type: int = NORMAL,
             preserved: list[tuple[int, int]] | None = None, passes: int = 0) -> None:
     """Ingress for one frame arriving on ``port`` (or resubmitted / recirculated)."""
-    F = template[:]
-    P = Packet(F, frame, port)
-    F[s_in] = port
-    F[s_len] = len(frame)
-    F[s_igts] = (clock() - t0) // 1000
-    if instance_type:
-        P.instance_type = F[s_it] = instance_type
-        P.passes = passes
-        for slot, value in preserved or ():
-            F[slot] = value
+    igts = (clock() - t0) // 1000
     try:
-        err = run_parser(parser_start, P, F, too_short)
-        if err:
-            F[s_perr] = err
-            counters.parser_errors += 1
-        if verify is not None:
-            verify(P, F, ())
+        P = prologue(port, frame, igts, instance_type, preserved, passes)
+        F = P.F
         ingress(P, F)
         P.exit = False
         if P.clone_session is not None or P.digests or P.resubmit_fl is not None or F[s_mcast]:
@@ -96,9 +91,33 @@ def receive(port: int, frame: bytes, instance_type: int = NORMAL,
         if port == DROP_PORT:
             counters.pipeline_drops += 1
             return
-        to_egress(P, port)  # inline
+        to_egress(P, port)
     except Exception as e:  # a bad packet never stops the switch
         abort(e)
+
+
+def prologue(port: int, frame: bytes, igts: int, instance_type: int,
+             preserved: list[tuple[int, int]] | None, passes: int) -> Packet:
+    """The packet as the ingress pipeline starts on it: fresh metadata (but the preserved
+    field list), parsed (a parser error counted), checksums verified. Shared by every packet
+    entering ingress and the I2E clone, which BMv2 parses again from the original bytes."""
+    F = template[:]
+    P = Packet(F, frame, port)
+    F[s_in] = port
+    F[s_len] = len(frame)
+    F[s_igts] = igts
+    if instance_type:
+        P.instance_type = F[s_it] = instance_type
+        P.passes = passes
+        for slot, value in preserved or ():
+            F[slot] = value
+    err = run_parser(parser_start, P, F, too_short)
+    if err:
+        F[s_perr] = err
+        counters.parser_errors += 1
+    if verify is not None:
+        verify(P, F, ())
+    return P
 
 
 def to_egress(P: Packet, port: int) -> None:
@@ -120,7 +139,7 @@ def to_egress(P: Packet, port: int) -> None:
             start_link(port, P.length, now)
         left = 0
         try:
-            egress(P, port, prio, left, now)  # inline
+            egress(P, port, prio, left, now)
         except Exception as e:  # a bad packet never stops the switch
             abort(e)
         return
@@ -167,7 +186,7 @@ def egress(P: Packet, port: int, prio: int, left: int, now: int) -> None:
     output(port, frame)
 
 
-STAGES = ("receive", "to_egress", "egress")
+STAGES = ("receive", "prologue", "to_egress", "egress")
 
 
 # -- building -------------------------------------------------------------------------------------
@@ -180,47 +199,92 @@ BOUND = (
     "s_mcast", "s_prio", "s_enq_ts", "s_enq_qd", "s_ep", "s_egts", "s_deq_td", "s_deq_qd",
     "s_qid", "m_enq_ts", "m_deq_td",
 )
-_INLINE = re.compile(r"(\s*)(\w+)\(([^()]*)\)\s*# inline\s*")
 
 
-def _source(name: str) -> str:
-    return textwrap.dedent(inspect.getsource(globals()[name]))
+# Compiled as this module is: annotations stay unevaluated strings.
+_ANNOTATIONS = __future__.annotations.compiler_flag
 
 
-def _split(src: str) -> tuple[list[str], list[str]]:
-    """(parameter names, body lines dedented without the docstring) of a function's source."""
-    fn = ast.parse(src).body[0]
-    assert isinstance(fn, ast.FunctionDef)
-    stmts = fn.body
-    if isinstance(stmts[0], ast.Expr) and isinstance(stmts[0].value, ast.Constant):
-        stmts = stmts[1:]
-    lines = src.splitlines()[stmts[0].lineno - 1:]
-    return [a.arg for a in fn.args.args], textwrap.dedent("\n".join(lines)).splitlines()
+@functools.cache
+def _stage_defs() -> dict[str, ast.FunctionDef]:
+    """The stage functions' syntax trees, parsed from this file (real line numbers)."""
+    tree = ast.parse(Path(__file__).read_text(), __file__)
+    return {node.name: node for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name in STAGES}
 
 
-def fused_source(name: str) -> str:
-    """Source of stage ``name`` with every ``# inline`` call replaced by the callee's body."""
-    out = []
-    for line in _source(name).splitlines():
-        m = _INLINE.fullmatch(line)
-        if m is None:
-            out.append(line)
-            continue
-        indent, callee, args = m.groups()
-        params, body = _split(fused_source(callee))
-        if [a.strip() for a in args.split(",")] != params:
-            raise AssertionError(f"inline call of {callee}: arguments must be named as its "
-                                 f"parameters {params}")
-        out += [indent + b if b.strip() else b for b in body]
-    return "\n".join(out)
+class _Inliner(ast.NodeTransformer):
+    """Replaces each statement ``stage(args)`` (or ``name = stage(args)``) calling one of
+    ``defs`` by that stage's body (itself inlined, without its docstring)."""
+
+    def __init__(self, defs: dict[str, ast.FunctionDef]) -> None:
+        self.defs = defs
+
+    def visit_Expr(self, node: ast.Expr) -> Any:
+        body = self._callee_body(node.value)
+        return node if body is None else body
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        """``name = stage(args)`` where the stage ends in its only ``return value``: its body,
+        then ``name = value``."""
+        body = self._callee_body(node.value)
+        if body is None:
+            return node
+        last = body[-1]
+        if not isinstance(last, ast.Return) or last.value is None or len(node.targets) != 1 \
+                or any(isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)):
+            raise AssertionError(f"line {node.lineno}: an inlined stage whose result is used "
+                                 "must end in its only return")
+        target = node.targets[0]
+        if isinstance(target, ast.Name) and isinstance(last.value, ast.Name) \
+                and target.id == last.value.id:  # ``P = P``: nothing to do
+            return body[:-1]
+        result = ast.Assign(targets=node.targets, value=last.value)
+        return [*body[:-1], ast.copy_location(result, node)]
+
+    def _callee_body(self, call: ast.expr) -> list[ast.stmt] | None:
+        """The inlined body of ``call`` if it calls a stage, else None."""
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id in self.defs):
+            return None
+        callee = self.defs[call.func.id]
+        params = [a.arg for a in callee.args.args]
+        args = [a.id if isinstance(a, ast.Name) else None for a in call.args]
+        if args != params or call.keywords:
+            raise AssertionError(f"line {call.lineno}: a call of stage {callee.name} to inline "
+                                 f"must pass its parameters by name, {params}")
+        return self.statements(_without_docstring(copy.deepcopy(callee).body))
+
+    def statements(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in body:
+            new = self.visit(stmt)
+            out += new if isinstance(new, list) else [new]
+        return out
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    first = body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        return body[1:]
+    return body
+
+
+def fused_tree(name: str) -> ast.FunctionDef:
+    """Stage ``name`` with every call of another stage replaced by the callee's body."""
+    defs = _stage_defs()
+    fn = copy.deepcopy(defs[name])
+    fn.body = _Inliner({n: d for n, d in defs.items() if n != name}).statements(fn.body)
+    return fn
 
 
 def build(bindings: dict[str, Any], fuse: bool = True,
           wrap: Callable[[str, Any], Any] | None = None) -> dict[str, Any]:
     """The stage functions executed with ``bindings`` (every name of BOUND) as their
-    constants: ``to_egress`` and ``egress`` as written, ``receive`` with the later stages
-    inlined when ``fuse``. ``wrap(name, fn)``, if given, wraps each stage and the ``enqueue``
-    and ``output`` bindings (the packet trace). Returns {stage name: function}."""
+    constants, with the later stages inlined into each when ``fuse``. ``wrap(name, fn)``, if
+    given, wraps each stage and the ``enqueue`` and ``output`` bindings (the packet trace).
+    Returns {stage name: function}."""
     missing = [n for n in BOUND if n not in bindings]
     if missing:
         raise AssertionError(f"stages.build: unbound names {missing}")
@@ -228,9 +292,10 @@ def build(bindings: dict[str, Any], fuse: bool = True,
                           "NORMAL": NORMAL, "__builtins__": __builtins__, **bindings}
     if wrap is not None:
         ns["enqueue"], ns["output"] = wrap("enqueue", ns["enqueue"]), wrap("output", ns["output"])
-    for name in ("egress", "to_egress", "receive"):  # each binds the ones built before it
-        src = fused_source(name) if fuse else _source(name)
-        exec(compile(src, f"<p4sim stage {name}{' (fused)' if fuse else ''}>", "exec"), ns)
+    defs = _stage_defs()
+    for name in ("egress", "to_egress", "prologue", "receive"):  # each binds those before it
+        module = ast.Module(body=[fused_tree(name) if fuse else defs[name]], type_ignores=[])
+        exec(compile(module, __file__, "exec", _ANNOTATIONS, dont_inherit=True), ns)
         if wrap is not None:
             ns[name] = wrap(name, ns[name])  # later stages call it by this name
     return {name: ns[name] for name in STAGES}

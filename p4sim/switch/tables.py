@@ -375,6 +375,13 @@ class MatchTable:
             return ActionCall("NoAction", ())
         return ActionCall(self.default_action.name, self.default_data)
 
+    def set_direct_counter(self, key: tuple[KeyField, ...], priority: int, packets: int,
+                           bytes_: int) -> None:
+        if not self.with_counters:
+            raise ApiError(Code.INVALID_ARGUMENT, f"table '{self.name}' has no direct counter")
+        entry = self.find(key, priority)
+        entry.packets, entry.bytes = packets, bytes_
+
     def set_direct_meter(self, key: tuple[KeyField, ...], priority: int,
                          config: MeterConfig | None) -> None:
         entry = self.find(key, priority)

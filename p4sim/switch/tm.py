@@ -77,21 +77,23 @@ class Link:
 
 
 class Queue:
-    __slots__ = ("bypass", "depth", "items", "link", "next_num", "pps")
+    __slots__ = ("blocked", "bypass", "depth", "items", "link", "next_num", "pps")
 
-    def __init__(self, depth: int, pps: int, link: Link | None) -> None:
+    def __init__(self, depth: int, pps: int, link: Link | None, blocked: bool = False) -> None:
         self.items: deque[Any] = deque()
         self.depth = depth
         self.pps = pps  # 0 = unlimited
         self.next_num = 0  # next departure allowed from next_num / pps ns on
         self.link = link
+        self.blocked = blocked  # the port's transmit cannot take more (see block())
         self.bypass = False
         self.update()
 
     def update(self) -> None:
         """After a setting changed: ``bypass`` caches what ``may_pass`` answers for this queue
         whenever it is empty (True: nothing limits it), so the hot path skips the call."""
-        self.bypass = not self.pps and self.depth > 0 and self.link is None
+        self.bypass = (not self.pps and self.depth > 0 and self.link is None
+                       and not self.blocked)
 
 
 class TrafficManager:
@@ -102,6 +104,7 @@ class TrafficManager:
         self.port_depth: dict[int, int] = {}
         self.port_rate: dict[tuple[int, int | None], int] = {}
         self.links: dict[int, Link] = {}
+        self.blocked: set[int] = set()  # ports whose transmit waits for the kernel
         self.default_link: tuple[int, int] | None = None  # (bps, buffer bytes) for new ports
         self.queues: dict[tuple[int, int], Queue] = {}
         self.ports: list[int] = []  # ports with queues, in round-robin order
@@ -130,7 +133,7 @@ class TrafficManager:
         q = self.queues.get((port, prio))
         if q is None:
             q = Queue(self.port_depth.get(port, self.default_depth), self._rate_for(port, prio),
-                      self._link_for(port))
+                      self._link_for(port), port in self.blocked)
             self.queues[(port, prio)] = q
             if port not in self.ports:
                 self.ports.append(port)
@@ -202,6 +205,25 @@ class TrafficManager:
                 q.link = attached
                 q.update()
 
+    def block(self, port: int) -> None:
+        """The port's transmit cannot take more (the kernel's socket buffer is full: a ``tc``
+        rate limit or a full veth). As BMv2's blocking transmit stalls its egress, nothing of
+        the port leaves until ``unblock``: its queue builds here, where P4 sees its depth."""
+        self._set_blocked(port, True)
+
+    def unblock(self, port: int) -> None:
+        self._set_blocked(port, False)
+
+    def _set_blocked(self, port: int, blocked: bool) -> None:
+        if blocked:
+            self.blocked.add(port)
+        else:
+            self.blocked.discard(port)
+        for (qp, _), q in self.queues.items():
+            if qp == port:
+                q.blocked = blocked
+                q.update()
+
     # -- data path ---------------------------------------------------------------------------
 
     def may_pass(self, port: int, prio: int, now: int) -> bool:
@@ -210,7 +232,7 @@ class TrafficManager:
         (``start_link`` claims the serializer) instead of a queue round trip. (An empty queue
         with ``bypass`` set always may.)"""
         q = self.queues.get((port, prio)) or self.queue(port, prio)
-        if q.items or q.pps or q.depth <= 0:
+        if q.items or q.pps or q.depth <= 0 or q.blocked:
             return False
         link = q.link
         return link is None or (not self.port_backlog.get(port) and not link.busy(now))
@@ -256,6 +278,8 @@ class TrafficManager:
                 q = self.queues.get((port, prio))
                 if q is None or not q.items:
                     continue
+                if q.blocked:
+                    break  # the kernel takes nothing more of this port for now
                 link = q.link
                 if link is not None and link.busy(now):
                     break  # the port is still sending: nothing of it leaves yet
@@ -307,6 +331,8 @@ class TrafficManager:
                 q = queues.get((port, prio))
                 if q is None or not q.items:
                     continue
+                if q.blocked:
+                    break  # due when the kernel takes more: the ports wake the loop then
                 t = -(-q.next_num // q.pps) if q.pps else 0
                 link = q.link
                 if link is not None:

@@ -15,7 +15,6 @@ without the fused receive), and is built plainly otherwise.
 from __future__ import annotations
 
 import itertools
-import re
 import threading
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -35,7 +34,6 @@ from p4sim.switch.packet import ParserError
 
 LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "error": 4, "off": 5}
 _LETTER = {0: "T", 1: "D", 2: "I", 3: "W", 4: "E"}
-_STATE = re.compile(r"<parser '(.*)' state '(.*)'>")
 
 
 _FORMATS: dict[type, Callable[[Any], str]] = {
@@ -104,15 +102,15 @@ class Tracer:
             return fn(P, F, D)
         return action
 
-    def wrap_parser_states(self, ns: dict[str, Any], start: Any) -> Any:
+    def wrap_parser_states(self, ns: dict[str, Any], start: Any,
+                           state_names: dict[str, str]) -> Any:
         """Every parser state function in the generated namespace (transitions find the next
-        state there by name) logs its name; returns the wrapped start state."""
+        state there by the name ``state_names`` maps to the state's) logs its state's name;
+        returns the wrapped start state."""
         wrapped: dict[Any, Any] = {}
-        for name, fn in list(ns.items()):
-            code = getattr(fn, "__code__", None)
-            m = _STATE.fullmatch(code.co_filename) if code is not None else None
-            if m is not None:
-                wrapped[fn] = ns[name] = self._state(m.group(2), fn)
+        for name, state in state_names.items():
+            fn = ns[name]
+            wrapped[fn] = ns[name] = self._state(state, fn)
         return wrapped.get(start, start)
 
     def _state(self, state: str, fn: Any) -> Any:

@@ -14,7 +14,7 @@ from collections import deque
 from typing import Any
 
 from p4sim.switch import stages
-from p4sim.switch.api import CloneSession, Digest, Replica
+from p4sim.switch.api import ApiError, CloneSession, Code, Digest, Replica
 from p4sim.switch.packet import (
     EGRESS_CLONE,
     INGRESS_CLONE,
@@ -23,7 +23,6 @@ from p4sim.switch.packet import (
     RESUBMIT,
     Packet,
 )
-from p4sim.switch.parser import run_parser
 from p4sim.switch.pipeline import CompiledProgram
 from p4sim.switch.primitives import DROP_PORT
 from p4sim.switch.tm import TrafficManager
@@ -78,6 +77,7 @@ class V1Model:
         stage = stages.build(self._bindings(), fuse=fuse and trace is None,
                              wrap=trace.stage_wrapper(self) if trace is not None else None)
         self.receive = stage["receive"]
+        self.prologue = stage["prologue"]
         self.to_egress = stage["to_egress"]
         self.egress = stage["egress"]
 
@@ -146,6 +146,15 @@ class V1Model:
         P.clone_session = None  # ingress's clone is done; egress may request its own
         self.to_egress(P, port)
 
+    def set_mcast_group(self, group_id: int, replicas: list[Replica]) -> None:
+        if not 0 < group_id < 1 << 16:
+            raise ApiError(Code.INVALID_ARGUMENT, f"multicast group id {group_id} out of range")
+        self.mcast[group_id] = [Replica(r.egress_port, r.instance) for r in replicas]
+
+    def delete_mcast_group(self, group_id: int) -> None:
+        if self.mcast.pop(group_id, None) is None:
+            raise ApiError(Code.NOT_FOUND, f"multicast group {group_id} does not exist")
+
     def _multicast(self, P: Packet, F: list[int], grp: int) -> None:
         replicas = self.mcast.get(grp)
         if not replicas:
@@ -176,17 +185,18 @@ class V1Model:
     def _clone_i2e(self, P: Packet, F: list[int]) -> None:
         session, preserved = self._clone_session(P, F)
         for r in session.replicas if session is not None else ():
-            G = self.template[:]
-            C = Packet(G, P.original, P.ingress_port)
-            C.instance_type = INGRESS_CLONE
-            G[self.s_in] = P.ingress_port
-            G[self.s_len] = len(P.original)
-            G[self.s_it] = INGRESS_CLONE
+            # Parsed again from the original bytes by the same prologue as every packet
+            # entering ingress. Then, as simple_switch does (checked on BMv2 1.15.5), its
+            # metadata is reset: egress sees the preserved field list, instance_type and
+            # packet_length; ingress_port, ingress_global_timestamp and parser_error read 0.
+            C = self.prologue(P.ingress_port, P.original, 0, INGRESS_CLONE, None, P.passes)
+            G = C.F
+            for slot in self.metadata_slots:
+                G[slot] = self.template[slot]
             for slot, value in preserved:
                 G[slot] = value
-            err = run_parser(self.cp.parser_start, C, G, self.too_short)
-            if err:
-                G[self.s_perr] = err
+            G[self.s_it] = INGRESS_CLONE
+            G[self.s_len] = len(P.original)
             C.truncate = session.packet_length_bytes
             G[self.s_es] = r.egress_port
             self.to_egress(C, r.egress_port)

@@ -368,7 +368,8 @@ def test_hpcc_cuts_window_from_int_and_collector_summarizes(tmp_path: Path) -> N
         fwd_args=("--queue-pps", "1500", "--queue-depth", "400", "--hold", "12",
                   "--int-node-id", str(NODE_ID)),
         send_args=("--rate", "4000pps", "--cc", "hpcc", "--int-source",
-                   "--link-rate", "1500pps", "--cc-param", "base_rtt_s=0.004"),
+                   "--link-rate", "1500pps", "--link-pps", "1500",
+                   "--cc-param", "base_rtt_s=0.004"),
         count=3, size=60000, collector=True)
     _check_delivery(out, 3, 60000)
     assert out["fwd"]["int_pushed"] > 0

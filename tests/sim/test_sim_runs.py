@@ -64,3 +64,22 @@ def test_a_failed_host_link_moves_a_dual_homed_host_without_losing_a_message(
     events = [e["event"] for e in data["run"]["events"]]
     assert "link h1-l1 down (injected)" in events
     assert any(e.startswith("link h1-l1 down: ") for e in events)  # the controller re-planned
+
+
+def test_ecn_draws_come_from_the_run_seed(tmp_path: Path) -> None:
+    """fabric.p4's random() (ECN marking between kmin and kmax) draws from each switch's own
+    generator, seeded from --seed: at the topology's 64-cell queues an all-reduce marks cells
+    by chance, the same seed gives the same marks, and the seed alone (the ring has no other
+    randomness) changes them."""
+    args = ["leaf-spine", "--workload", "allreduce", "--cc", "none", "--spray", "ecmp",
+            "--size", "65536", "--count", "1", "--link-rate", "topology", "--quiet"]
+
+    def marks(results: Path, seed: int) -> dict:
+        assert sim_main([*args, "--seed", str(seed), "--results", str(results)]) == 0
+        (run_dir,) = list(results.iterdir())
+        data = json.loads((run_dir / "metrics.json").read_text())
+        return {sw: d.get("ecn_marks", 0) for sw, d in data["drops"].items()}
+
+    a, b = marks(tmp_path / "a", 4), marks(tmp_path / "b", 4)
+    assert a == b and sum(a.values()) > 0
+    assert any(marks(tmp_path / f"s{seed}", seed) != a for seed in (5, 6))

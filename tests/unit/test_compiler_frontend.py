@@ -189,3 +189,41 @@ def test_operator_precedence():
     assert tree("a ++ b + c") == "((a ++ b) + c)"
     assert tree("a + b * c << 2") == "((a + (b * c)) << 2)"
     assert tree("a >> 1 & b") == "((a >> 1) & b)"
+
+
+def _expr(tmp_path, text: str):
+    from p4sim.frontend.parser import parse
+
+    _, pp = pp_text(tmp_path, f"const bit<8> c = {text};")
+    return parse(tokenize(pp)).decls[0].init
+
+def test_node_visitor_dispatch_fallback_and_arguments(tmp_path):
+    from p4sim.frontend import ast as A
+
+    class Names(A.NodeVisitor):  # visits below Binary only through generic_visit
+        def __init__(self) -> None:
+            self.seen: list[tuple[int, str]] = []
+
+        def visit_IntLit(self, e, depth):
+            self.seen.append((depth, str(e.value)))
+
+        def visit_Binary(self, e, depth):
+            self.seen.append((depth, e.op))
+            for child in e.children():
+                self.visit(child, depth + 1)
+
+    class Ops(A.NodeVisitor):  # another pass: its own visit_Binary, no visit_IntLit
+        def __init__(self) -> None:
+            self.ops: list[str] = []
+
+        def visit_Binary(self, e):
+            self.ops.append(e.op)
+            self.generic_visit(e)
+
+    e = _expr(tmp_path, "(1 + 2) * 3")
+    names = Names()
+    names.visit(e, 0)
+    assert names.seen == [(0, "*"), (1, "+"), (2, "1"), (2, "2"), (1, "3")]
+    ops = Ops()
+    ops.visit(e)  # the first pass's methods must not leak into this one's dispatch
+    assert ops.ops == ["*", "+"]

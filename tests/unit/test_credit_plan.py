@@ -1,5 +1,5 @@
-"""`--credit-unscheduled`: what the plan writes into the emulated hosts' command lines (the
-simulator parses the same ones), and that `auto` leaves credit's defaults untouched."""
+"""`--credit-unscheduled`: what the plan gives both ends (as objects, and through the command
+lines the emulation renders from them), and that `auto` leaves credit's defaults untouched."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cellfabric.core.hostplan import host_cli, plan_step
+from cellfabric.core.hostplan import plan_step
 from cellfabric.core.workloads import make_workload
 from cellfabric.run_cli import parse_credit_unscheduled
-from hosts.cli import parse_host_args, receiver_config, sender_config
+from hosts.cli import host_argv, parse_host_args, receiver_config, sender_config
 from topologies.model import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,9 +22,11 @@ def _configs(tmp_path: Path, unscheduled: int | None):
     wl = make_workload("incast", sorted(topo.hosts), 65536, 1, senders=3, leaf_of=LEAF)
     plan = plan_step(topo, wl.steps[0], 0, tmp_path, lambda h, i: f"{h}-eth{i}", "credit", 1,
                      credit_unscheduled=unscheduled)
-    skip = len(host_cli())
-    senders = [sender_config(parse_host_args(hp.argv[skip:])) for hp in plan.senders]
-    (recv,) = [receiver_config(parse_host_args(hp.argv[skip:])) for hp in plan.receivers]
+    senders = [hp.config for hp in plan.senders]
+    (recv,) = [hp.config for hp in plan.receivers]
+    # the emulation's hosts get the same settings from their command lines
+    assert [sender_config(parse_host_args(host_argv(c))) for c in senders] == senders
+    assert receiver_config(parse_host_args(host_argv(recv))) == recv
     return senders, recv
 
 

@@ -219,3 +219,21 @@ def test_hpcc_keeps_a_hops_record_until_its_clock_moves() -> None:
     assert s.prev[(1, 2)].tx_bytes == 0  # same timestamp: no sample, the old record stays
     s = hpcc.on_ack(s, HP, [hop(0, int(B * 0.001), 0.001)], ack_seq=2, snd_nxt=3)
     assert s.u == pytest.approx(1.0)  # tau = T: U is this sample's tx rate / B
+
+
+def test_the_registry_is_what_every_mode_list_reads() -> None:
+    from hosts.cc import NAMES, CcAlgorithm, RateController, algorithm, register, unregister
+    from topologies.model import CC_MODES
+
+    with pytest.raises(ValueError, match="registered already"):
+        register(CcAlgorithm("dcqcn", lambda rate, _: RateController(rate)))
+    with pytest.raises(ValueError, match="unknown rate control 'slowstart'"):
+        algorithm("slowstart")
+    register(CcAlgorithm("slowstart", lambda rate, _: RateController(rate)))
+    try:
+        # read when used, so a late registration is a valid choice for topologies and CLIs
+        assert "slowstart" in CC_MODES and "slowstart" in NAMES
+    finally:
+        unregister("slowstart")
+    assert "slowstart" not in CC_MODES
+    assert algorithm("hpcc").int_source and algorithm("credit").grants

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hosts import cli
+from hosts.cc import LineContext, controller_for
 
 
 def test_parse_rate_units() -> None:
@@ -22,7 +23,12 @@ def test_parse_rate_units() -> None:
     (["send", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01", "--src-ip", "10.0.0.1",
       "--dst-ip", "10.0.0.2", "--cc-param", "g"], "--cc-param 'g': expected NAME=VALUE"),
     (["send", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01", "--src-ip", "10.0.0.1",
-      "--dst-ip", "10.0.0.2", "--start-psn", "16777216"], "--start-psn 16777216"),
+      "--dst-ip", "10.0.0.2", "--start-psn", "16777216"], "--start-psn '16777216'"),
+    (["send", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01", "--src-ip", "10.0.0.1",
+      "--dst-ip", "10.0.0.2", "--cc", "warp"], "--cc 'warp': expected one of none, dcqcn"),
+    (["send", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01", "--src-ip", "10.0.0.1",
+      "--dst-ip", "10.0.0.2", "--rto", "soon"], "--rto 'soon': expected a number"),
+    (["recv", "--iface", "lo", "--credit-window", "-1"], "--credit-window '-1'"),
     (["recv", "--iface", "lo", "--collector", "nohostport"], "--collector 'nohostport'"),
     (["host", "send", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01", "--src-ip", "10.0.0.1",
       "--dst-ip", "10.0.0.2", "--rate", "x"], "--rate 'x'"),
@@ -35,18 +41,35 @@ def test_bad_arguments_give_one_line(argv: list[str], message: str,
 
 
 def test_time_scale_stretches_dcqcn_timers_and_shrinks_its_steps() -> None:
-    params: dict[str, object] = {"rai_bps": 7.0}
-    cli._default_cc_params("dcqcn", params, 4e6, 1082, 1000.0)
-    assert params["increase_timer_s"] == pytest.approx(55e-6 * 1000)
-    assert params["alpha_timer_s"] == pytest.approx(55e-6 * 1000)
-    assert params["rhai_bps"] == pytest.approx(400e6 / 1000)
-    assert params["rai_bps"] == 7.0  # what the user set stays
+    line = LineContext(rate_bps=4e6, frame_bytes=1082, time_scale=1000.0)
+    cc = controller_for("dcqcn", line, {"rai_bps": 7.0})
+    assert cc.params.increase_timer_s == pytest.approx(55e-6 * 1000)
+    assert cc.params.alpha_timer_s == pytest.approx(55e-6 * 1000)
+    assert cc.params.rhai_bps == pytest.approx(400e6 / 1000)
+    assert cc.params.rai_bps == 7.0  # what the user set stays
 
 
 def test_hpcc_base_rtt_defaults_to_software_plus_ten_cell_times() -> None:
-    params: dict[str, object] = {}
-    cli._default_cc_params("hpcc", params, 1082 * 8 * 1000, 1082, 1.0)  # 1000 cells/s
-    assert params["base_rtt_s"] == pytest.approx(0.002 + 0.010)
+    line = LineContext(rate_bps=1082 * 8 * 1000, frame_bytes=1082)  # 1000 cells/s
+    assert controller_for("hpcc", line, {}).params.base_rtt_s == pytest.approx(0.002 + 0.010)
+    # the path's round trip, when the plan knows it, wins over that guess
+    planned = LineContext(rate_bps=1082 * 8 * 1000, frame_bytes=1082, base_rtt_s=0.004)
+    assert controller_for("hpcc", planned, {}).params.base_rtt_s == 0.004
+
+
+def test_the_send_command_line_sets_every_knob_it_names() -> None:
+    args = cli.parse_host_args([
+        "send", "--iface", "a0", "--iface", "a1", "--dst-mac", "02:00:00:00:00:01",
+        "--src-ip", "10.0.0.1", "--dst-ip", "10.0.0.2", "--rate", "200pps", "--int-source",
+        "--cc", "hpcc", "--cc-param", "eta=0.9", "--cc-param", "max_stage=5", "--rto", "2ms",
+        "--health-interval", "500us"])
+    cfg = cli.sender_config(args)
+    # 200 frames/s of 14 + 20 + 8 + 16 (INT shim) + 12 + 1024 + 4 bytes
+    assert cfg.rate_bps == 200 * 1098 * 8
+    assert cfg.ifaces == ["a0", "a1"] and cfg.cc == "hpcc"
+    assert cfg.cc_params == {"eta": 0.9, "max_stage": 5}
+    assert cfg.rto_s == pytest.approx(0.002) and cfg.health_interval_s == pytest.approx(5e-4)
+    assert cfg.credit_initial_cells == 16 and cfg.link_bps == 0.0  # defaults
 
 
 def test_a_gated_sender_says_it_is_ready_and_sends_nothing_until_told(tmp_path, monkeypatch) -> None:

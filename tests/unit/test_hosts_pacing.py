@@ -4,29 +4,40 @@ counts at the hosts' rate (a run with the bucket starting full read 100.2% goodp
 
 from __future__ import annotations
 
+import pytest
+
+from hosts.nic import PortState
 from hosts.sender import Sender, SenderConfig
 
 RATE_PPS = 100.0
 
 
-class _Port:
-    """Records when each frame went; always up."""
+class _Port(PortState):
+    """A NIC port (``hosts.nic.NicPort``) that records when each frame went; always up."""
+
+    sock = None
 
     def __init__(self, clock: list[float]) -> None:
-        self.index, self.ifname, self.up, self.events = 0, "x", True, []
-        self.mac = "02:00:00:00:00:09"
-        self.sent = self.send_errors = 0
-        self.last_progress = 0.0
+        super().__init__(0, "x", mac="02:00:00:00:00:09")
         self.clock = clock
         self.times: list[float] = []
 
-    def open(self) -> None:
-        pass
+    def open(self) -> _Port:
+        return self
 
     def send(self, frame: bytes | bytearray) -> bool:
         self.times.append(self.clock[0])
         self.sent += 1
         return True
+
+    def recv_into(self, buf: bytearray) -> int:
+        return 0
+
+    def oper_up(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
 
 
 def _send_times(second_message_at: float | None = None) -> list[float]:
@@ -38,7 +49,7 @@ def _send_times(second_message_at: float | None = None) -> list[float]:
                        dst_ip="10.0.0.2", payload_len=1024, msg_size=8 * 1024, count=1,
                        rate_bps=RATE_PPS * 1082 * 8, max_inflight_cells=10_000)
     port = _Port(now)
-    s = Sender(cfg, clock=lambda: now[0], ports=[port])  # type: ignore[list-item]
+    s = Sender(cfg, clock=lambda: now[0], ports=[port])
     s.open()
     assert s.frame_len == 1082
     s.begin()
@@ -70,3 +81,22 @@ def test_a_bucket_left_idle_does_not_let_a_burst_out() -> None:
     assert len(first) == len(second) >= 8
     _assert_paced(first)
     _assert_paced(second)
+
+
+def test_poll_returns_the_absolute_time_of_the_next_cell_and_none_when_done() -> None:
+    now = [5.0]  # a clock far from zero: a relative wait would read as a time long past
+    cfg = SenderConfig(ifaces=["x"], dst_macs=["00:00:00:00:00:01"], src_ip="10.0.0.1",
+                       dst_ip="10.0.0.2", payload_len=1024, msg_size=4 * 1024, count=1,
+                       rate_bps=RATE_PPS * 1082 * 8, duration_s=1.0, drain_s=0.0)
+    port = _Port(now)
+    s = Sender(cfg, clock=lambda: now[0], ports=[port])
+    s.open()
+    s.begin()
+    due = s.poll(5.0)
+    assert port.times == [5.0]  # the first cell at once, the next one frame time later
+    assert due == 5.0 + 1 / RATE_PPS
+    while len(port.times) < 2:  # driven as a simulator drives it: at each deadline
+        now[0] = due
+        due = s.poll(due)
+    assert port.times[1] == pytest.approx(5.0 + 1 / RATE_PPS, abs=1e-9)
+    assert s.poll(6.5) is None  # its duration (and drain) is over

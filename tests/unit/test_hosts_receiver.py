@@ -3,8 +3,10 @@ CNP pacing, INT echo, ACK/SACK/NAK, in-order delivery of whole messages."""
 
 from __future__ import annotations
 
+import math
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,14 +21,14 @@ from hosts.cells import (
     segment,
 )
 from hosts.layers import HopRecord, encode_hop, int_source_block
-from hosts.nic import NicPort
+from hosts.nic import PacketSocketPort
 from hosts.receiver import Receiver, ReceiverConfig
 from hosts.sack import AckInfo, decode_ack
 
 PAYLOAD = 64
 
 
-class RecordingPort(NicPort):
+class RecordingPort(PacketSocketPort):
     def send(self, frame: bytes | bytearray) -> bool:
         self.events.append({"frame": bytes(frame)})
         return True
@@ -206,3 +208,14 @@ def test_the_loop_sleeps_until_something_is_due_not_on_a_fine_tick(monkeypatch) 
     # the partial batch was answered when its delay ran out, not a poll later
     acks = [t for t, f in port.sent_at if _decode(f)[0] == wire.OP_ACK]
     assert len(acks) == 1 and abs(acks[0] - 0.05) < 1e-9, acks
+
+
+def test_poll_says_when_the_receiver_is_next_due_as_an_absolute_time() -> None:
+    rx, port = _receiver(ack_every=4, ack_delay_s=0.002)
+    rx.begin()
+    assert rx.poll(0.0) == math.inf  # nothing waits for time: only a frame wakes it
+    frame = _cells([bytes(PAYLOAD * 3)])[0]
+    rx.on_frame(frame, len(frame), 0.0005, port)  # one cell of a batch of four
+    assert rx.poll(0.0005) == pytest.approx(0.002)  # its partial batch waits out the delay
+    assert not port.frames_out()
+    assert rx.poll(0.002) == math.inf and len(port.frames_out()) == 1  # and is ACKed then

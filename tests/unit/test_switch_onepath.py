@@ -13,6 +13,7 @@ in the simulator, so none of these may change any figure.
 from __future__ import annotations
 
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,8 +21,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "bmv2json"))
 
-from jsonkit import Prog, assign, f, hx
+from jsonkit import Prog, assign, ex, f, hx
 
+from p4sim.switch import stages
 from p4sim.switch.api import Replica
 from p4sim.switch.dataplane import DataPlane
 
@@ -144,3 +146,26 @@ def test_a_replica_and_a_unicast_through_the_same_idle_queue_agree() -> None:
     for name in ("igts", "enq_ts", "egts", "td", "enq_qd", "deq_qd", "ep", "len"):
         assert u[name] == r[name], name
     assert u["egts"] - u["igts"] > 0  # the ticking clock did move between ingress and egress
+
+
+def test_a_failure_in_the_fused_path_shows_the_lines_it_ran() -> None:
+    """The fused receive keeps stages.py's own lines and the generated action registers its
+    source, so a traceback through both shows each line's text (what pdb shows too)."""
+    p = Prog([("a", 8), ("b", 8)])
+    fwd = p.action("fwd", [], [assign(f(STD, "egress_spec"), hx(1))])
+    p.table("t", [], [fwd], default=(fwd, []))
+    divide = p.action("divide", [], [assign(f("probe", "a"), ex("/", f("probe", "a"),
+                                                                f("probe", "b")))])
+    p.table("div", [], [divide], default=(divide, []), pipe="egress")
+    dp = DataPlane(clock=lambda: 0)
+    dp.load_pipeline(p.json())
+    assert dp.flow is not None
+    failures: list[BaseException] = []
+    receive = stages.build({**dp.flow._bindings(), "abort": failures.append})["receive"]
+    receive(0, p.frame(6, 0))  # b = 0: the egress action divides by zero
+    assert len(failures) == 1 and isinstance(failures[0], ZeroDivisionError)
+    frames = traceback.extract_tb(failures[0].__traceback__)
+    where = [(Path(fr.filename).name, fr.name, fr.line) for fr in frames]
+    assert ("stages.py", "receive", "egress_pipe(P, F)") in where  # egress's line, inlined
+    action = [fr for fr in frames if fr.filename.startswith("p4sim-generated/action_")]
+    assert action and "//" in (action[-1].line or "")

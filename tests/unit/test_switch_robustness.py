@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,3 +82,17 @@ def test_mangled_json_is_rejected_cleanly_or_runs(seed: int) -> None:
     # Accepted (the mutation hit something BMv2 ignores too): packets must still not crash it.
     dp.receive(0, bytes.fromhex("ffffffffffff0000000000010800") + bytes(40))
     assert dp.stats().ports[0].rx_packets == 1
+
+
+@pytest.mark.parametrize("op", ["frobnicate", 7])
+def test_an_unknown_primitive_is_refused_naming_it_and_its_action(op: object) -> None:
+    doc = json.loads(BASIC)
+    action = next(a for a in doc["actions"] if a["name"] == "MyIngress.ipv4_forward")
+    action["primitives"][0]["op"] = op
+    dp, _ = dataplane()
+    with pytest.raises(ApiError) as info:
+        dp.load_pipeline(json.dumps(doc).encode())
+    assert info.value.code == Code.INVALID_ARGUMENT
+    assert info.value.message == ("bad BMv2 JSON: action 'MyIngress.ipv4_forward' primitive[0] "
+                                  f"{op!r}: unsupported primitive {op!r}")
+    assert dp.pipeline_json() == BASIC

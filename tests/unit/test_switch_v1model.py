@@ -70,6 +70,50 @@ def test_ingress_clone_gets_original_packet_and_preserved_fields() -> None:
     assert (by_port[3]["out"], by_port[3]["k1"], by_port[3]["k2"]) == (I2E, 0x1234, 0x77)
 
 
+def clone_prog() -> Prog:
+    """Ingress sends every packet to port 1 and clones it (I2E) to session 5 preserving
+    meta_a; egress reports what it sees of the copy's metadata."""
+    p = Prog([("it", 8), ("igts", 32), ("port", 8), ("perr", 8), ("len", 16), ("kept", 8)])
+    p.field_lists.append({"id": 1, "name": "fl", "elements": [f("scalars", "meta_a")]})
+    a = p.action("fwd_and_clone", [], [assign(f(STD, "egress_spec"), hx(1)),
+                                       assign(f("scalars", "meta_a"), hx(0x55)),
+                                       prim("clone_ingress_pkt_to_egress", hx(5), hx(1))])
+    p.table("t", [], [a], default=(a, []))
+    r = p.action("report", [], [assign(f("probe", "it"), f(STD, "instance_type")),
+                                assign(f("probe", "igts"), f(STD, "ingress_global_timestamp")),
+                                assign(f("probe", "port"), f(STD, "ingress_port")),
+                                assign(f("probe", "perr"), f(STD, "parser_error")),
+                                assign(f("probe", "len"), f(STD, "packet_length")),
+                                assign(f("probe", "kept"), f("scalars", "meta_a"))])
+    p.table("rep", [], [r], default=(r, []), pipe="egress")
+    return p
+
+
+def test_an_ingress_clone_reaches_egress_with_its_metadata_reset() -> None:
+    """As simple_switch 1.15.5 does (an STF run on it): the clone is parsed again, then its
+    metadata reset but for the field list, instance_type and packet_length."""
+    now = [1_000_000]
+    p = clone_prog()
+    dp, out = make(p, clock=lambda: now[0])
+    dp.clone_session_set(CloneSession(5, [Replica(3, 0)]))
+    now[0] += 7_000  # 7 us after the switch started
+    frame = p.frame()
+    dp.receive(2, frame)
+    by_port = dict(out)
+    original = {"it": NORMAL, "igts": 7, "port": 2, "perr": 0, "len": len(frame), "kept": 0x55}
+    assert by_port[1] == original
+    assert by_port[3] == {**original, "it": I2E, "igts": 0, "port": 0}
+
+
+def test_a_parser_error_of_an_ingress_clone_is_counted() -> None:
+    p = clone_prog()
+    dp, out = make(p)
+    dp.clone_session_set(CloneSession(5, [Replica(3, 0)]))
+    dp.receive(0, p.frame()[:16])  # the probe header cut short: PacketTooShort
+    assert sorted(port for port, _ in out) == [1, 3]  # v1model goes on into ingress
+    assert dp.stats().parser_errors == 2  # the original's parse and the clone's
+
+
 def test_egress_clone_and_truncation() -> None:
     p = Prog(FIELDS)
     a = p.action("fwd", [], [assign(f(STD, "egress_spec"), hx(1))])

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from cellfabric.core.hostplan import host_cli, plan_step
+from cellfabric.core.hostplan import plan_step
 from cellfabric.core.workloads import WorkloadError, make_workload
 from cellfabric.sim.cli import sim_main
 from hosts.arrivals import mean_gap_s, poisson_arrivals
-from hosts.cli import parse_host_args, sender_config
+from hosts.cli import host_argv, parse_host_args, sender_config
 from hosts.sender import Sender, SenderConfig
 from topologies.model import load_topology
 
@@ -96,12 +96,12 @@ def test_plan_writes_the_mean_gap_of_the_topologys_packet_rate(tmp_path: Path) -
     # ICRC 4; no INT shim: under dcqcn without a collector the hosts are no INT source)
     link_bps = 200 * 8 * 1082
     for hp in plan.senders:
-        cfg = sender_config(parse_host_args(hp.argv[len(host_cli()):]))
+        cfg = sender_config(parse_host_args(host_argv(hp.config)))
         assert cfg.mean_gap_s == pytest.approx(65536 * 8 / (0.5 * link_bps), rel=1e-12)
         assert cfg.arrival_seed == hp.transfer.arrival_seed
     plain = make_workload("permutation", sorted(topo.hosts), 65536, 2, leaf_of=LEAF)
     plan = plan_step(topo, plain.steps[0], 0, tmp_path, lambda h, i: f"{h}-eth{i}", "dcqcn", 1)
-    assert not any("--mean-gap" in hp.argv for hp in plan.senders)
+    assert not any(hp.config.mean_gap_s or "--mean-gap" in hp.command() for hp in plan.senders)
 
 
 class _Clock:

@@ -8,19 +8,20 @@ strings padded with leading zero bytes are accepted, and values are returned in 
 
 from __future__ import annotations
 
-from google.rpc import code_pb2
-
-OK = code_pb2.OK
-UNKNOWN = code_pb2.UNKNOWN
-INVALID_ARGUMENT = code_pb2.INVALID_ARGUMENT
-NOT_FOUND = code_pb2.NOT_FOUND
-ALREADY_EXISTS = code_pb2.ALREADY_EXISTS
-PERMISSION_DENIED = code_pb2.PERMISSION_DENIED
-RESOURCE_EXHAUSTED = code_pb2.RESOURCE_EXHAUSTED
-FAILED_PRECONDITION = code_pb2.FAILED_PRECONDITION
-OUT_OF_RANGE = code_pb2.OUT_OF_RANGE
-UNIMPLEMENTED = code_pb2.UNIMPLEMENTED
-INTERNAL = code_pb2.INTERNAL
+# The google.rpc codes the handlers answer with (they import them from here).
+from google.rpc.code_pb2 import (  # noqa: F401
+    ALREADY_EXISTS,
+    FAILED_PRECONDITION,
+    INTERNAL,
+    INVALID_ARGUMENT,
+    NOT_FOUND,
+    OK,
+    OUT_OF_RANGE,
+    PERMISSION_DENIED,
+    RESOURCE_EXHAUSTED,
+    UNIMPLEMENTED,
+    UNKNOWN,
+)
 
 # The error space PI puts in every p4.v1.Error it reports for BMv2 (simple_switch).
 ERROR_SPACE = "ALL-sswitch-p4org"

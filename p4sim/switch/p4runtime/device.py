@@ -27,6 +27,7 @@ from .codec import (
     P4RTError,
 )
 from .context import Context
+from .p4config import DEPRECATION_NOTE, unwrap_device_config
 from .p4info import PipelineInfo
 from .packetio import DigestManager, packet_in_message, packet_out_frame
 
@@ -113,6 +114,7 @@ class Device:
             raise P4RTError(INVALID_ARGUMENT, "Invalid SetForwardingPipeline action")
         info = None
         if action != Action.COMMIT:
+            _unwrap_legacy_config(req.config)
             info = PipelineInfo(req.config.p4info)
             check_matches_json(info, req.config.p4_device_config)
         if action == Action.VERIFY:
@@ -360,6 +362,16 @@ class Device:
         digests = self.digests
         if digests is not None:
             digests.on_digest(digest)
+
+
+def _unwrap_legacy_config(config: p4rt.ForwardingPipelineConfig) -> None:
+    """PI accepts the BMv2 JSON wrapped in the legacy p4.tmp.P4DeviceConfig (as p4lang/
+    tutorials' p4runtime_lib sends it), logging that it is deprecated; so does p4sim. The
+    config is kept unwrapped, so GetForwardingPipelineConfig returns the JSON itself."""
+    inner = unwrap_device_config(config.p4_device_config)
+    if inner is not None:
+        log.warning(DEPRECATION_NOTE)
+        config.p4_device_config = inner
 
 
 def check_matches_json(info: PipelineInfo, device_config: bytes) -> None:

@@ -63,34 +63,50 @@ def _read_targets(ctx: Context, t: TableInfo, req: p4rt.TableEntry, kind: str
         yield entry, te
 
 
-def direct_counter_write(ctx: Context, utype: int, e: p4rt.DirectCounterEntry) -> None:
+def _write_target(ctx: Context, utype: int, e: Any, kind: str
+                  ) -> tuple[TableInfo, EntryKey, int]:
+    """(table, key, priority) of a direct counter or meter write, after BMv2's checks of the
+    entry and the update type (a counter's DELETE resets it; a meter has only MODIFY)."""
     if not e.HasField("table_entry"):
-        raise _err("Missing table_entry field in DirectCounterEntry")
-    t, (key, prio) = _direct_target(ctx, e.table_entry, "counter")
-    if not t.direct_counter_id:
-        raise _err("Table has no direct counters")
+        raise _err(f"Missing table_entry field in Direct{kind.capitalize()}Entry")
+    t, (key, prio) = _direct_target(ctx, e.table_entry, kind)
+    if not (t.direct_counter_id if kind == "counter" else t.direct_meter_id):
+        raise _err(f"Table has no direct {kind}s")
     if utype == Update.UNSPECIFIED:
         raise _err("Update type is not set")
     if utype == Update.INSERT:
-        raise _err("INSERT update type not supported for counters")
+        raise _err(f"INSERT update type not supported for {kind}s")
+    if utype == Update.DELETE and kind == "meter":
+        raise _err("DELETE update type not supported for meters")
     if utype not in (Update.MODIFY, Update.DELETE):
         raise _err("Invalid update type")
+    return t, key, prio
+
+
+def direct_counter_write(ctx: Context, utype: int, e: p4rt.DirectCounterEntry) -> None:
+    t, key, prio = _write_target(ctx, utype, e, "counter")
     values = (0, 0) if utype == Update.DELETE else counter_values(
         ctx.info.direct_counters[t.direct_counter_id].unit, e.data)
     target(lambda: ctx.dp.direct_counter_write(t.name, key, prio, *values),
            "Error when writing to direct counter")
 
 
-def direct_counter_read(ctx: Context, e: p4rt.DirectCounterEntry,
-                        out: list[p4rt.Entity]) -> None:
+def _read_table(ctx: Context, e: Any, kind: str) -> TableInfo:
+    """The table a direct counter or meter read names (one table: BMv2 reads no other)."""
     if not e.HasField("table_entry"):
-        raise _err("Missing table_entry field in DirectCounterEntry")
+        raise _err(f"Missing table_entry field in Direct{kind.capitalize()}Entry")
     if e.table_entry.table_id == 0:
-        raise _err("Reading all direct counters for ALL tables is not supported yet",
+        raise _err(f"Reading all direct {kind}s for ALL tables is not supported yet",
                    UNIMPLEMENTED)
     t = ctx.table(e.table_entry.table_id)
-    if not t.direct_counter_id:
-        raise _err("Table has no direct counters")
+    if not (t.direct_counter_id if kind == "counter" else t.direct_meter_id):
+        raise _err(f"Table has no direct {kind}s")
+    return t
+
+
+def direct_counter_read(ctx: Context, e: p4rt.DirectCounterEntry,
+                        out: list[p4rt.Entity]) -> None:
+    t = _read_table(ctx, e, "counter")
     unit = ctx.info.direct_counters[t.direct_counter_id].unit
     for entry, te in _read_targets(ctx, t, e.table_entry, "counter"):
         ent = p4rt.Entity()
@@ -101,19 +117,7 @@ def direct_counter_read(ctx: Context, e: p4rt.DirectCounterEntry,
 
 
 def direct_meter_write(ctx: Context, utype: int, e: p4rt.DirectMeterEntry) -> None:
-    if not e.HasField("table_entry"):
-        raise _err("Missing table_entry field in DirectMeterEntry")
-    t, (key, prio) = _direct_target(ctx, e.table_entry, "meter")
-    if not t.direct_meter_id:
-        raise _err("Table has no direct meters")
-    if utype == Update.UNSPECIFIED:
-        raise _err("Update type is not set")
-    if utype == Update.INSERT:
-        raise _err("INSERT update type not supported for meters")
-    if utype == Update.DELETE:
-        raise _err("DELETE update type not supported for meters")
-    if utype != Update.MODIFY:
-        raise _err("Invalid update type")
+    t, key, prio = _write_target(ctx, utype, e, "meter")
     cfg = to_meter(e.config) if e.HasField("config") else None
     check_rate_order(cfg, "Error when writing direct meter spec")
     target(lambda: ctx.dp.direct_meter_set(t.name, key, prio, cfg),
@@ -121,14 +125,7 @@ def direct_meter_write(ctx: Context, utype: int, e: p4rt.DirectMeterEntry) -> No
 
 
 def direct_meter_read(ctx: Context, e: p4rt.DirectMeterEntry, out: list[p4rt.Entity]) -> None:
-    if not e.HasField("table_entry"):
-        raise _err("Missing table_entry field in DirectMeterEntry")
-    if e.table_entry.table_id == 0:
-        raise _err("Reading all direct meters for ALL tables is not supported yet",
-                   UNIMPLEMENTED)
-    t = ctx.table(e.table_entry.table_id)
-    if not t.direct_meter_id:
-        raise _err("Table has no direct meters")
+    t = _read_table(ctx, e, "meter")
     for entry, te in _read_targets(ctx, t, e.table_entry, "meter"):
         ent = p4rt.Entity()
         ent.direct_meter_entry.table_entry.CopyFrom(te)

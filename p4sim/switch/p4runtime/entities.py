@@ -3,6 +3,9 @@ replication engine (multicast groups, clone sessions), as PI's DeviceMgr handles
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container, Iterator
+from typing import Any
+
 from p4.v1 import p4runtime_pb2 as p4rt
 
 from p4sim.switch import api
@@ -95,19 +98,27 @@ def member_write(ctx: Context, utype: int, m: p4rt.ActionProfileMember) -> None:
                "Error when deleting member on target")
 
 
+def _profile_items(ctx: Context, profile_id: int, wanted: int,
+                   read: Callable[[str], dict[int, Any]]
+                   ) -> Iterator[tuple[ProfileInfo, int, Any]]:
+    """(profile, id, value) of the members or groups (``read``) a read names: of one profile or
+    all (id 0), one id or all (0), in id order."""
+    for prof in _manual_profiles(ctx, profile_id):
+        items = target(lambda p=prof: read(p.name),
+                       "Error when reading action profile entries from target")
+        for item_id in sorted(items):
+            if not wanted or item_id == wanted:
+                yield prof, item_id, items[item_id]
+
+
 def member_read(ctx: Context, m: p4rt.ActionProfileMember, out: list[p4rt.Entity]) -> None:
-    profiles = _manual_profiles(ctx, m.action_profile_id)
-    for prof in profiles:
-        members = target(lambda p=prof: ctx.dp.members(p.name),
-                         "Error when reading action profile entries from target")
-        for mid in sorted(members):
-            if m.member_id and mid != m.member_id:
-                continue
-            ent = p4rt.Entity()
-            em = ent.action_profile_member
-            em.action_profile_id, em.member_id = prof.id, mid
-            action_to_proto(ctx, members[mid], em.action)
-            out.append(ent)
+    for prof, mid, action in _profile_items(ctx, m.action_profile_id, m.member_id,
+                                            ctx.dp.members):
+        ent = p4rt.Entity()
+        em = ent.action_profile_member
+        em.action_profile_id, em.member_id = prof.id, mid
+        action_to_proto(ctx, action, em.action)
+        out.append(ent)
 
 
 # ---- action profile groups ---------------------------------------------------------------------
@@ -181,27 +192,22 @@ def group_write(ctx: Context, utype: int, g: p4rt.ActionProfileGroup) -> None:
 
 
 def group_read(ctx: Context, g: p4rt.ActionProfileGroup, out: list[p4rt.Entity]) -> None:
-    profiles = _manual_profiles(ctx, g.action_profile_id)
-    for prof in profiles:
-        groups = target(lambda p=prof: ctx.dp.groups(p.name),
-                        "Error when reading action profile entries from target")
-        for gid in sorted(groups):
-            if g.group_id and gid != g.group_id:
+    for prof, gid, members in _profile_items(ctx, g.action_profile_id, g.group_id,
+                                             ctx.dp.groups):
+        meta = ctx.groups.get((prof.id, gid)) or GroupMeta(0)
+        ent = p4rt.Entity()
+        eg = ent.action_profile_group
+        eg.action_profile_id, eg.group_id, eg.max_size = prof.id, gid, meta.max_size
+        for gm in sorted(members, key=lambda x: x.member_id):
+            pm = eg.members.add(member_id=gm.member_id, weight=gm.weight)
+            spelled = meta.watch.get(gm.member_id)
+            if gm.watch_port is None or spelled is None:
                 continue
-            meta = ctx.groups.get((prof.id, gid)) or GroupMeta(0)
-            ent = p4rt.Entity()
-            eg = ent.action_profile_group
-            eg.action_profile_id, eg.group_id, eg.max_size = prof.id, gid, meta.max_size
-            for gm in sorted(groups[gid], key=lambda x: x.member_id):
-                pm = eg.members.add(member_id=gm.member_id, weight=gm.weight)
-                spelled = meta.watch.get(gm.member_id)
-                if gm.watch_port is None or spelled is None:
-                    continue
-                if spelled.kind == "watch":
-                    pm.watch = gm.watch_port
-                else:
-                    pm.watch_port = port_bytes(gm.watch_port, spelled.nbytes)
-            out.append(ent)
+            if spelled.kind == "watch":
+                pm.watch = gm.watch_port
+            else:
+                pm.watch_port = port_bytes(gm.watch_port, spelled.nbytes)
+        out.append(ent)
 
 
 # ---- indirect counters, meters, registers ------------------------------------------------------
@@ -227,26 +233,36 @@ def counter_write(ctx: Context, utype: int, c: p4rt.CounterEntry) -> None:
            "Error when writing to counter")
 
 
-def counter_read(ctx: Context, c: p4rt.CounterEntry, out: list[p4rt.Entity]) -> None:
-    if c.counter_id == 0:
-        counters = list(ctx.info.counters.values())
+def _cells(ctx: Context, entry_id: int, infos: dict, prefix: int, has_index: bool,
+           index: int, kind: str = "", direct: Container[int] = ()
+           ) -> Iterator[tuple[Any, int]]:
+    """(info, index) of every cell a counter, meter or register read names: one array (id) or
+    all (id 0), one index or all. A ``direct`` array's id is refused, naming the ``kind``."""
+    if entry_id == 0:
+        chosen = list(infos.values())
     else:
-        if c.counter_id in ctx.info.direct_counters:
-            raise _err("Cannot use CounterEntry with a direct counter")
-        ctx.check_id(c.counter_id, Prefix.COUNTER)
-        counters = [ctx.info.counters[c.counter_id]]
-    for info in counters:
-        if c.HasField("index") and c.index.index < 0:
+        if entry_id in direct:
+            raise _err(f"Cannot use {kind.capitalize()}Entry with a direct {kind}")
+        ctx.check_id(entry_id, prefix)
+        chosen = [infos[entry_id]]
+    for info in chosen:
+        if has_index and index < 0:
             raise _err("A negative number is not a valid index value")
-        indexes = [c.index.index] if c.HasField("index") else range(info.size)
-        for i in indexes:
-            packets, bytes_ = target(lambda n=info.name, i=i: ctx.dp.counter_read(n, i),
-                                     "Error when reading counter from target")
-            ent = p4rt.Entity()
-            ent.counter_entry.counter_id = info.id
-            ent.counter_entry.index.index = i
-            counter_to_proto(info.unit, packets, bytes_, ent.counter_entry.data)
-            out.append(ent)
+        for i in [index] if has_index else range(info.size):
+            yield info, i
+
+
+def counter_read(ctx: Context, c: p4rt.CounterEntry, out: list[p4rt.Entity]) -> None:
+    for info, i in _cells(ctx, c.counter_id, ctx.info.counters, Prefix.COUNTER,
+                          c.HasField("index"), c.index.index, "counter",
+                          ctx.info.direct_counters):
+        packets, bytes_ = target(lambda n=info.name, i=i: ctx.dp.counter_read(n, i),
+                                 "Error when reading counter from target")
+        ent = p4rt.Entity()
+        ent.counter_entry.counter_id = info.id
+        ent.counter_entry.index.index = i
+        counter_to_proto(info.unit, packets, bytes_, ent.counter_entry.data)
+        out.append(ent)
 
 
 def meter_write(ctx: Context, utype: int, m: p4rt.MeterEntry) -> None:
@@ -263,26 +279,16 @@ def meter_write(ctx: Context, utype: int, m: p4rt.MeterEntry) -> None:
 
 
 def meter_read(ctx: Context, m: p4rt.MeterEntry, out: list[p4rt.Entity]) -> None:
-    if m.meter_id == 0:
-        meters = list(ctx.info.meters.values())
-    else:
-        if m.meter_id in ctx.info.direct_meters:
-            raise _err("Cannot use MeterEntry with a direct meter")
-        ctx.check_id(m.meter_id, Prefix.METER)
-        meters = [ctx.info.meters[m.meter_id]]
-    for info in meters:
-        if m.HasField("index") and m.index.index < 0:
-            raise _err("A negative number is not a valid index value")
-        indexes = [m.index.index] if m.HasField("index") else range(info.size)
-        for i in indexes:
-            cfg = target(lambda n=info.name, i=i: ctx.dp.meter_get(n, i),
-                         "Error when reading meter spec from target")
-            ent = p4rt.Entity()
-            ent.meter_entry.meter_id = info.id
-            ent.meter_entry.index.index = i
-            if cfg is not None:
-                meter_to_proto(cfg, ent.meter_entry.config)
-            out.append(ent)
+    for info, i in _cells(ctx, m.meter_id, ctx.info.meters, Prefix.METER,
+                          m.HasField("index"), m.index.index, "meter", ctx.info.direct_meters):
+        cfg = target(lambda n=info.name, i=i: ctx.dp.meter_get(n, i),
+                     "Error when reading meter spec from target")
+        ent = p4rt.Entity()
+        ent.meter_entry.meter_id = info.id
+        ent.meter_entry.index.index = i
+        if cfg is not None:
+            meter_to_proto(cfg, ent.meter_entry.config)
+        out.append(ent)
 
 
 def register_write(ctx: Context, utype: int, r: p4rt.RegisterEntry) -> None:
@@ -304,23 +310,15 @@ def register_write(ctx: Context, utype: int, r: p4rt.RegisterEntry) -> None:
 def register_read(ctx: Context, r: p4rt.RegisterEntry, out: list[p4rt.Entity]) -> None:
     if not ctx.registers_enabled:
         raise _err("Register reads are not supported yet", UNIMPLEMENTED)
-    if r.register_id == 0:
-        registers = list(ctx.info.registers.values())
-    else:
-        ctx.check_id(r.register_id, Prefix.REGISTER)
-        registers = [ctx.info.registers[r.register_id]]
-    for info in registers:
-        if r.HasField("index") and r.index.index < 0:
-            raise _err("A negative number is not a valid index value")
-        indexes = [r.index.index] if r.HasField("index") else range(info.size)
-        for i in indexes:
-            value = target(lambda n=info.name, i=i: ctx.dp.register_read(n, i),
-                           "Error when reading register")
-            ent = p4rt.Entity()
-            ent.register_entry.register_id = info.id
-            ent.register_entry.index.index = i
-            ent.register_entry.data.bitstring = to_bytes(value)
-            out.append(ent)
+    for info, i in _cells(ctx, r.register_id, ctx.info.registers, Prefix.REGISTER,
+                          r.HasField("index"), r.index.index):
+        value = target(lambda n=info.name, i=i: ctx.dp.register_read(n, i),
+                       "Error when reading register")
+        ent = p4rt.Entity()
+        ent.register_entry.register_id = info.id
+        ent.register_entry.index.index = i
+        ent.register_entry.data.bitstring = to_bytes(value)
+        out.append(ent)
 
 
 # ---- packet replication engine -----------------------------------------------------------------

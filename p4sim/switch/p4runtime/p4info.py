@@ -159,20 +159,18 @@ class PipelineInfo:
             pid = self._claim(ap.preamble, Prefix.ACTION_PROFILE, "action profile")
             self.profiles[pid] = ProfileInfo(pid, ap.preamble.name, list(ap.table_ids),
                                              ap.with_selector, ap.size, ap.max_group_size)
-        for c in p.counters:
-            cid = self._claim(c.preamble, Prefix.COUNTER, "counter")
-            self.counters[cid] = ResourceInfo(cid, c.preamble.name, c.size, c.spec.unit)
-        for c in p.direct_counters:
-            cid = self._claim(c.preamble, Prefix.DIRECT_COUNTER, "direct counter")
-            self.direct_counters[cid] = ResourceInfo(cid, c.preamble.name, 0, c.spec.unit,
-                                                     c.direct_table_id)
-        for m in p.meters:
-            mid = self._claim(m.preamble, Prefix.METER, "meter")
-            self.meters[mid] = ResourceInfo(mid, m.preamble.name, m.size, m.spec.unit)
-        for m in p.direct_meters:
-            mid = self._claim(m.preamble, Prefix.DIRECT_METER, "direct meter")
-            self.direct_meters[mid] = ResourceInfo(mid, m.preamble.name, 0, m.spec.unit,
-                                                   m.direct_table_id)
+        arrays = ((p.counters, Prefix.COUNTER, "counter", self.counters),
+                  (p.direct_counters, Prefix.DIRECT_COUNTER, "direct counter",
+                   self.direct_counters),
+                  (p.meters, Prefix.METER, "meter", self.meters),
+                  (p.direct_meters, Prefix.DIRECT_METER, "direct meter", self.direct_meters))
+        for items, prefix, what, infos in arrays:
+            for x in items:
+                xid = self._claim(x.preamble, prefix, what)
+                # A direct array has no size of its own: it has one cell per table entry.
+                direct = prefix in (Prefix.DIRECT_COUNTER, Prefix.DIRECT_METER)
+                infos[xid] = ResourceInfo(xid, x.preamble.name, 0 if direct else x.size,
+                                          x.spec.unit, x.direct_table_id if direct else 0)
         for r in p.registers:
             rid = self._claim(r.preamble, Prefix.REGISTER, "register")
             width = r.type_spec.bitstring.bit.bitwidth or r.type_spec.bitstring.int.bitwidth
@@ -225,18 +223,12 @@ class PipelineInfo:
                     json_tables[t["name"]] = t
         for t in self.tables.values():
             keys = (json_tables.get(t.name) or {}).get("key") or []
-            names = [k.get("name") for k in keys if isinstance(k, dict)]
-            by_name = {mf.name: i for i, mf in enumerate(t.match_fields)}
-            if len(names) == len(t.match_fields) and set(names) == set(by_name):
-                t.json_key_order = [by_name[n] for n in names]
+            t.json_key_order = _json_order(keys, t.match_fields) or t.json_key_order
         json_actions = {a.get("name"): a for a in doc.get("actions") or []
                         if isinstance(a, dict)}
         for a in self.actions.values():
             data = (json_actions.get(a.name) or {}).get("runtime_data") or []
-            names = [d.get("name") for d in data if isinstance(d, dict)]
-            by_name = {p.name: i for i, p in enumerate(a.params)}
-            if len(names) == len(a.params) and set(names) == set(by_name):
-                a.json_param_order = [by_name[n] for n in names]
+            a.json_param_order = _json_order(data, a.params) or a.json_param_order
 
     def json_mismatch(self, bmv2_json: bytes) -> str | None:
         """What of this P4Info the BMv2 JSON does not describe (None: they belong together).
@@ -320,3 +312,13 @@ def _digest_info(did: int, d: p4info_pb2.Digest, type_info: p4info_pb2.P4TypeInf
     if any(w is None for w in widths):
         raise _bad(f"digest '{d.preamble.name}' may only hold fixed-width bitstrings")
     return DigestInfo(did, d.preamble.name, kind, [w for w in widths if w is not None])
+
+
+def _json_order(json_items: list, infos: list) -> list[int] | None:
+    """The P4Info positions of ``infos`` (match fields or parameters, each with a name) in the
+    order the JSON lists the same names; None when the two do not name the same ones."""
+    names = [item.get("name") for item in json_items if isinstance(item, dict)]
+    by_name = {info.name: i for i, info in enumerate(infos)}
+    if len(names) == len(infos) and set(names) == set(by_name):
+        return [by_name[n] for n in names]
+    return None

@@ -3,6 +3,9 @@ with the validation and error messages of PI's DeviceMgr (p4lang/PI proto/fronte
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as p4rt
 
@@ -20,7 +23,7 @@ from .codec import (
     to_bytes,
     to_int,
 )
-from .context import Context, EntryKey, EntryMeta, target
+from .context import Context, EntryKey, EntryMeta, OneShotGroup, target
 from .p4info import ActionInfo, MatchType, Prefix, TableInfo
 
 Update = p4rt.Update
@@ -321,6 +324,25 @@ def _timeout_ms(te: p4rt.TableEntry) -> int | None:
     return -(-te.idle_timeout_ns // 1_000_000) if te.idle_timeout_ns else None
 
 
+def _write_entry(ctx: Context, t: TableInfo, te: p4rt.TableEntry, key: tuple, prio: int,
+                 action: Any, meter: api.MeterConfig | None, write: Callable[[str, api.TableEntry], None],
+                 error: str) -> OneShotGroup | None:
+    """Insert or modify (``write``) the entry in the target, an action set first made a
+    one-shot group (returned; deleted again if the write fails)."""
+    group = None
+    if isinstance(action, p4rt.ActionProfileActionSet):
+        group = oneshot.create(ctx, t, action)
+        action = api.GroupRef(group.group_id)
+    entry = api.TableEntry(key, action, prio, _timeout_ms(te), meter)
+    try:
+        target(lambda: write(t.name, entry), error)
+    except P4RTError:
+        if group is not None:
+            oneshot.delete(ctx, t, group)
+        raise
+    return group
+
+
 def _insert(ctx: Context, t: TableInfo, te: p4rt.TableEntry) -> None:
     if te.is_default_action:
         raise _err("Cannot use INSERT for default entry")
@@ -333,18 +355,8 @@ def _insert(ctx: Context, t: TableInfo, te: p4rt.TableEntry) -> None:
     store = ctx.table_entries_meta(t.id)
     if (key, prio) in store:
         raise _err("Match entry exists, use MODIFY if you wish to change action", ALREADY_EXISTS)
-    group = None
-    if isinstance(action, p4rt.ActionProfileActionSet):
-        group = oneshot.create(ctx, t, action)
-        action = api.GroupRef(group.group_id)
-    entry = api.TableEntry(key, action, prio, _timeout_ms(te), meter)
-    try:
-        target(lambda: ctx.dp.table_insert(t.name, entry),
-               "Error when adding match entry to target")
-    except P4RTError:
-        if group is not None:
-            oneshot.delete(ctx, t, group)
-        raise
+    group = _write_entry(ctx, t, te, key, prio, action, meter, ctx.dp.table_insert,
+                         "Error when adding match entry to target")
     if counter is not None:
         try:
             target(lambda: ctx.dp.direct_counter_write(t.name, key, prio, *counter),
@@ -377,18 +389,8 @@ def _modify(ctx: Context, t: TableInfo, te: p4rt.TableEntry) -> None:
     if (key, prio) not in store:
         raise _err("Cannot find match entry", NOT_FOUND)
     assert action is not None
-    group = None
-    if isinstance(action, p4rt.ActionProfileActionSet):
-        group = oneshot.create(ctx, t, action)
-        action = api.GroupRef(group.group_id)
-    entry = api.TableEntry(key, action, prio, _timeout_ms(te), meter)
-    try:
-        target(lambda: ctx.dp.table_modify(t.name, entry),
-               "Error when modifying match entry in target")
-    except P4RTError:
-        if group is not None:
-            oneshot.delete(ctx, t, group)
-        raise
+    group = _write_entry(ctx, t, te, key, prio, action, meter, ctx.dp.table_modify,
+                         "Error when modifying match entry in target")
     old_group = ctx.oneshot.pop((t.id, (key, prio)), None)
     if old_group is not None:
         oneshot.delete(ctx, t, old_group)

@@ -52,13 +52,13 @@ def make_run(size: int, sample: int, out: Path) -> SimRun:
 
 
 class Turns:
-    """One run advanced a turn at a time; fabric.p4's random() draws from the process's
-    ``random`` module, so each run keeps its own generator state between its turns."""
+    """One run advanced a turn at a time. Each switch's random() has its own generator; any
+    draw from the process's ``random`` module is kept with its run between turns too."""
 
     def __init__(self, run: SimRun) -> None:
         self.run = run
         self.wall = self.cpu = 0.0
-        run.start_workload()  # seeds random for this run
+        run.start_workload()
         self.rng = random.getstate()
 
     def done(self) -> bool:

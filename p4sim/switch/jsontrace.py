@@ -90,7 +90,8 @@ class JsonTracer:
     def wrap_action(self, name: str, fn: Any) -> Any:
         return fn
 
-    def wrap_parser_states(self, ns: dict[str, Any], start: Any) -> Any:
+    def wrap_parser_states(self, ns: dict[str, Any], start: Any,
+                           state_names: dict[str, str] | None = None) -> Any:
         """Unwrapped: a wrapper per state would cost every packet a call per state, and
         swapping wrappers in per sampled packet changes the generated code's globals (CPython
         then re-specializes every function reading them). A record names instead the headers

@@ -136,3 +136,17 @@ def test_the_per_packet_sampler_decides_as_the_identity_hash() -> None:
     frames = [_ipv4("10.0.0.1", "10.0.0.2", i, sport=i * 13) for i in range(500)]
     assert [fast(f) for f in frames] == [identity_hash(f) % 7 == 0 for f in frames]
     assert fast(bytes(40)) is False
+
+
+def test_switch_trace_options_make_a_tracer_writing_the_file(tmp_path: Path) -> None:
+    from p4sim.switch.main import _tracer, parse_args
+
+    path = tmp_path / "t.jsonl"
+    tracer = _tracer(parse_args(["--no-p4", "--device-id", "3", "--trace-file", str(path)]))
+    assert isinstance(tracer, JsonTracer)
+    dp = DataPlane(trace=tracer, transmit=lambda port, fr: None)
+    dp.load_pipeline(prog().json())
+    dp.receive(1, prog().frame(0x43, 0))
+    tracer.out.close()
+    (rec,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert rec["switch"] == "device 3" and rec["copies"][0]["port"] == 2

@@ -149,15 +149,9 @@ def journey_of(tr: Traces, send: dict[str, Any], next_send_t: int | None) -> dic
     j: dict[str, Any] = {"src": send["host"], "dst": names.get(send["id"]["dst"]),
                          "id": send["id"], "cell": send.get("cell"), "t_send": send["t"],
                          "nic_wait_ns": send.get("t_tx", send["t"]) - send["t"], "hops": []}
-    prev_out = send.get("t_tx", send["t"])
-    for rec in recs:
-        hop = _hop(rec, prev_out, links)
-        j["hops"].append(hop)
-        if "drop" in hop or hop["t_out"] is None:
-            j["dropped"] = {"switch": hop["switch"], **hop.get("drop", {
-                "reason": "no copy left the switch"})}
-            return j
-        prev_out = hop["t_out"]
+    prev_out = _walk_hops(j, recs, send.get("t_tx", send["t"]), links)
+    if "dropped" in j:
+        return j
     recv = next((r for r in tr.recvs.get(key, ()) if r["t"] >= prev_out), None)
     if recv is None:
         last = j["hops"][-1] if j["hops"] else None
@@ -177,6 +171,22 @@ def journey_of(tr: Traces, send: dict[str, Any], next_send_t: int | None) -> dic
     return j
 
 
+def _walk_hops(j: dict[str, Any], recs: list[dict[str, Any]], prev_out: int,
+               links: dict[str, Any]) -> int:
+    """Append each switch record's hop to journey ``j``, each timed from the one before it
+    left (``prev_out``); stops at a drop, noted in ``j["dropped"]``. Returns when the last
+    hop's copy left."""
+    for rec in recs:
+        hop = _hop(rec, prev_out, links)
+        j["hops"].append(hop)
+        if "drop" in hop or hop["t_out"] is None:
+            j["dropped"] = {"switch": hop["switch"], **hop.get("drop", {
+                "reason": "no copy left the switch"})}
+            return prev_out
+        prev_out = hop["t_out"]
+    return prev_out
+
+
 def switch_journeys(tr: Traces, src_ip: str | None, dst_ip: str | None,
                     psn: int | None) -> list[dict[str, Any]]:
     """Without host records (an emulated run: the hosts are processes of their own), each
@@ -194,15 +204,7 @@ def switch_journeys(tr: Traces, src_ip: str | None, dst_ip: str | None,
         j: dict[str, Any] = {"src": names.get(src, src), "dst": names.get(dst, dst),
                              "id": recs[0]["id"], "cell": {"psn_low16": ip_id},
                              "t_send": recs[0]["t_in"], "nic_wait_ns": 0, "hops": []}
-        prev_out = recs[0]["t_in"]
-        for rec in recs:
-            hop = _hop(rec, prev_out, links)
-            j["hops"].append(hop)
-            if "drop" in hop or hop["t_out"] is None:
-                j["dropped"] = {"switch": hop["switch"], **hop.get("drop", {
-                    "reason": "no copy left the switch"})}
-                break
-            prev_out = hop["t_out"]
+        prev_out = _walk_hops(j, recs, recs[0]["t_in"], links)
         if "dropped" not in j:
             j["span_ns"] = prev_out - recs[0]["t_in"]
             j["breakdown"] = {

@@ -120,7 +120,9 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupted_sweep_resumes_with_only_the_missing_tasks(tmp_path, sig):
     log = tmp_path / "invocations.log"
-    spec = write_spec(tmp_path / "s.yaml", {"options": {"sleep": 0.4, "log": str(log)},
+    # Tasks long enough that, with 3 done, the other 5 still need seconds of the 2 workers:
+    # at 0.4 s a loaded CI machine saw the whole sweep finish before the signal arrived.
+    spec = write_spec(tmp_path / "s.yaml", {"options": {"sleep": 1.5, "log": str(log)},
                                              "axes": {"spray": ["ecmp", "spray"],
                                                       "seed": [1, 2, 3, 4]}})
     res = tmp_path / "out"

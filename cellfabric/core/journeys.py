@@ -39,6 +39,8 @@ class Traces:
     recvs: dict[IdKey, list[dict[str, Any]]]
     hops: dict[IdKey, list[dict[str, Any]]]  # switch records by identity, by t_in
     switches: list[str] = field(default_factory=list)
+    # switch -> the record fields its traces do not give (a real BMv2's log: bmv2log.LACKS)
+    lacks: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _index_of(run_dir: Path) -> dict[str, Any]:
@@ -106,10 +108,36 @@ def load_traces(run_dir: Path) -> Traces:
             key = id_key(rec.get("id"))
             if key is not None:
                 hops.setdefault(key, []).append(rec)
+    lacks = _read_bmv2_logs(tdir, known, hops, switches, index)
     for recs in hops.values():
         recs.sort(key=lambda r: r["t_in"])
     sends.sort(key=lambda r: r["t"])
-    return Traces(index, sends, recvs, hops, switches)
+    return Traces(index, sends, recvs, hops, switches, lacks)
+
+
+def _read_bmv2_logs(tdir: Path, known: set[str], hops: dict[IdKey, list[dict[str, Any]]],
+                    switches: list[str], index: dict[str, Any]) -> dict[str, list[str]]:
+    """A real BMv2 run's switch logs (cellfabric.core.bmv2log) as records; returns what
+    fields each such switch's records lack."""
+    from cellfabric.core.bmv2log import LACKS, LOG_NAME, bmv2_logs, read_log
+
+    lacks: dict[str, list[str]] = {}
+    for stem, path in bmv2_logs(tdir).items():
+        name = _switch_name(stem, known)
+        switches.append(name)
+        lacks[name] = list(LACKS)
+        m = LOG_NAME.match(path.name)
+        index.setdefault("sample_every", int(m.group("every")) if m else "?")
+        index["clock"] = "BMv2's log: ns of the day, 1 ms resolution"
+        try:
+            recs = read_log(path, name)
+        except OSError as e:
+            raise TraceError(f"{path}: unreadable ({e.strerror})") from None
+        for rec in recs:
+            key = id_key(rec.get("id"))
+            if key is not None:
+                hops.setdefault(key, []).append(rec)
+    return lacks
 
 
 def _named(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -269,7 +297,7 @@ def describe_decision(ev: dict[str, Any]) -> str:
                 else f"{short(ev['table'])} miss")
     if kind == "choice":
         options = [f"{short(m['action'] or '?')}({', '.join(map(str, m['args']))})"
-                   + ("" if m["live"] else " down") for m in ev["members"]]
+                   + ("" if m.get("live", True) else " down") for m in ev["members"]]
         chosen = ev.get("chosen")
         picked = options[chosen] if chosen is not None else "none"
         return f"{short(ev['table'])} group {ev['group']}: chose {picked} of [{', '.join(options)}]"

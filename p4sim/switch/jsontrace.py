@@ -236,7 +236,8 @@ class JsonTracer:
 
         def receive(port: int, frame: bytes, *rest: Any) -> None:
             if not wants(frame):
-                return plain(port, frame, *rest)
+                # a plain call for a plain arrival (a resubmit or recirculation has more)
+                return plain(port, frame, *rest) if rest else plain(port, frame)
             outer = self._rec, self._events, self._pf
             self._ids += 1
             rec = {"switch": self.switch, "pkt": self._ids, "t_in": self.now(),

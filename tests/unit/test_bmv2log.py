@@ -25,7 +25,8 @@ def _packet_lines(pid: int, ip_id: int, t: str, drop: bool = False) -> list[str]
     lines = [f"[{t}] [bmv2] [I] [thread 10] Received packet of length 1082 on port 4: "
              + _frame(ip_id).hex(),
              d + "Processing packet received on port 4",
-             d + "Parser 'parser': start",
+             d + "Parser 'parser': start", d + "Extracting header 'ethernet'",
+             d + "Extracting header 'ipv4'", d + "Parser 'parser': end",
              d + "Looking up key:", "", d + "Table 'tbl_fabric33': miss",
              d + "Action entry is fabric33 - ",
              d + "Looking up key:", "* hdr.ipv4.dst_addr   : 0a000202", "",
@@ -66,6 +67,7 @@ def test_a_packet_becomes_one_record_with_what_bmv2_logged(tmp_path: Path) -> No
     assert rec["t_in"] == ((1 * 60 + 2) * 60 + 3) * 10**9 + 4 * 10**6
     assert rec["id"] == {"src": "10.0.1.2", "dst": "10.0.2.2", "proto": 17, "ip_id": 300,
                          "sport": 65414, "dport": 4791}
+    assert rec["ingress"][0] == {"ev": "parser", "headers": ["ethernet", "ipv4"]}
     tables = [ev for ev in rec["ingress"] if ev["ev"] == "table"]
     # p4c's keyless tbl_* wrappers are left out, as p4sim's records leave them out
     assert [t["table"] for t in tables] == ["MyIngress.forwarding.ipv4_lpm",

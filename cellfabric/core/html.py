@@ -161,9 +161,25 @@ def _journeys(run_dir: Path) -> tuple[str, int, int]:
     shown = found + [j for j in dropped if j not in found]
     drops = dropped_journeys(tr)
     note = (f'<p class="note">1 packet in {tr.index.get("sample_every", "?")} traced at every '
-            f"switch ({len(tr.sends)} sampled sends); times in virtual ns. "
+            f"switch ({len(tr.sends)} sampled sends); times in "
+            f'{escape(tr.index.get("clock", "virtual ns"))}. '
             '<span id="journey-count"></span></p>')
-    return note + "".join(_journey_html(j) for j in shown), len(shown), len(drops)
+    return note + _missing_fields(tr.lacks) + "".join(_journey_html(j) for j in shown), \
+        len(shown), len(drops)
+
+
+def _missing_fields(lacks: dict[str, list[str]]) -> str:
+    """Which record fields the switches' traces did not give (a real BMv2's log has no queue
+    depth, for one): those columns are empty for them."""
+    if not lacks:
+        return ""
+    by_fields: dict[tuple[str, ...], list[str]] = {}
+    for switch, missing in sorted(lacks.items()):
+        by_fields.setdefault(tuple(missing), []).append(switch)
+    items = "".join(f"<li>{escape(', '.join(sw))}: {escape(', '.join(missing))}</li>"
+                    for missing, sw in by_fields.items())
+    return (f'<div id="missing-fields"><p class="note">From BMv2\'s own log, which does not '
+            f"give these fields:</p><ul>{items}</ul></div>")
 
 
 def _page(title: str, body: str, data: dict[str, Any]) -> str:

@@ -39,6 +39,8 @@ class Traces:
     recvs: dict[IdKey, list[dict[str, Any]]]
     hops: dict[IdKey, list[dict[str, Any]]]  # switch records by identity, by t_in
     switches: list[str] = field(default_factory=list)
+    # switch -> the record fields its traces do not give (a real BMv2's log: bmv2log.LACKS)
+    lacks: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _index_of(run_dir: Path) -> dict[str, Any]:
@@ -106,10 +108,36 @@ def load_traces(run_dir: Path) -> Traces:
             key = id_key(rec.get("id"))
             if key is not None:
                 hops.setdefault(key, []).append(rec)
+    lacks = _read_bmv2_logs(tdir, known, hops, switches, index)
     for recs in hops.values():
         recs.sort(key=lambda r: r["t_in"])
     sends.sort(key=lambda r: r["t"])
-    return Traces(index, sends, recvs, hops, switches)
+    return Traces(index, sends, recvs, hops, switches, lacks)
+
+
+def _read_bmv2_logs(tdir: Path, known: set[str], hops: dict[IdKey, list[dict[str, Any]]],
+                    switches: list[str], index: dict[str, Any]) -> dict[str, list[str]]:
+    """A real BMv2 run's switch logs (cellfabric.core.bmv2log) as records; returns what
+    fields each such switch's records lack."""
+    from cellfabric.core.bmv2log import LACKS, LOG_NAME, bmv2_logs, read_log
+
+    lacks: dict[str, list[str]] = {}
+    for stem, path in bmv2_logs(tdir).items():
+        name = _switch_name(stem, known)
+        switches.append(name)
+        lacks[name] = list(LACKS)
+        m = LOG_NAME.match(path.name)
+        index.setdefault("sample_every", int(m.group("every")) if m else "?")
+        index["clock"] = "BMv2's log: ns of the day, 1 ms resolution"
+        try:
+            recs = read_log(path, name)
+        except OSError as e:
+            raise TraceError(f"{path}: unreadable ({e.strerror})") from None
+        for rec in recs:
+            key = id_key(rec.get("id"))
+            if key is not None:
+                hops.setdefault(key, []).append(rec)
+    return lacks
 
 
 def _named(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -196,23 +224,50 @@ def switch_journeys(tr: Traces, src_ip: str | None, dst_ip: str | None,
     links = tr.index.get("links", {})
     names = {ip: name for name, ip in tr.index.get("hosts", {}).items()}
     out = []
-    for key, recs in tr.hops.items():
+    for key, all_recs in tr.hops.items():
         src, dst, _, _, _, ip_id = key
         if (src_ip and src != src_ip) or (dst_ip and dst != dst_ip) \
                 or (psn is not None and ip_id != psn & 0xFFFF):
             continue
-        j: dict[str, Any] = {"src": names.get(src, src), "dst": names.get(dst, dst),
-                             "id": recs[0]["id"], "cell": {"psn_low16": ip_id},
-                             "t_send": recs[0]["t_in"], "nic_wait_ns": 0, "hops": []}
-        prev_out = _walk_hops(j, recs, recs[0]["t_in"], links)
-        if "dropped" not in j:
-            j["span_ns"] = prev_out - recs[0]["t_in"]
-            j["breakdown"] = {
-                "links_ns": sum(h["link_in_ns"] for h in j["hops"]),
-                "queue_waits_ns": sum(h["queue_wait_ns"] for h in j["hops"]),
-                "processing_ns": sum(h.get("processing_ns", 0) for h in j["hops"])}
-        out.append(j)
+        for recs in _paths(all_recs, links):
+            j: dict[str, Any] = {"src": names.get(src, src), "dst": names.get(dst, dst),
+                                 "id": recs[0]["id"], "cell": {"psn_low16": ip_id},
+                                 "t_send": recs[0]["t_in"], "nic_wait_ns": 0, "hops": []}
+            prev_out = _walk_hops(j, recs, recs[0]["t_in"], links)
+            if "dropped" not in j:
+                j["span_ns"] = prev_out - recs[0]["t_in"]
+                j["breakdown"] = {
+                    "links_ns": sum(h["link_in_ns"] for h in j["hops"]),
+                    "queue_waits_ns": sum(h["queue_wait_ns"] for h in j["hops"]),
+                    "processing_ns": sum(h.get("processing_ns", 0) for h in j["hops"])}
+            out.append(j)
     return sorted(out, key=lambda j: j["t_send"])
+
+
+def _paths(recs: list[dict[str, Any]], links: dict[str, str]) -> list[list[dict[str, Any]]]:
+    """One identity's switch records (by time) split into the paths of its transmissions:
+    each from the earliest record not yet on a path, then on to the record at the far end
+    of the link its copy left by, arriving no earlier. A retransmitted cell has the same
+    identity, and its records interleave with the first copy's when they overlap in time."""
+    if not links:  # no topology to follow: the records as one journey
+        return [recs]
+    unused, paths = list(recs), []
+    while unused:
+        path = [unused.pop(0)]
+        while True:
+            copy = next((c for c in path[-1]["copies"] if "t_out" in c), None)
+            peer = links.get(f"{path[-1]['switch']}:{copy['port']}") if copy else None
+            if peer is None:
+                break
+            switch, _, port = peer.partition(":")
+            nxt = next((r for r in unused if r["switch"] == switch
+                        and str(r["in_port"]) == port and r["t_in"] >= copy["t_out"]), None)
+            if nxt is None:
+                break
+            unused.remove(nxt)
+            path.append(nxt)
+        paths.append(path)
+    return paths
 
 
 def journeys(tr: Traces, src: str | None = None, dst: str | None = None,
@@ -269,7 +324,7 @@ def describe_decision(ev: dict[str, Any]) -> str:
                 else f"{short(ev['table'])} miss")
     if kind == "choice":
         options = [f"{short(m['action'] or '?')}({', '.join(map(str, m['args']))})"
-                   + ("" if m["live"] else " down") for m in ev["members"]]
+                   + ("" if m.get("live", True) else " down") for m in ev["members"]]
         chosen = ev.get("chosen")
         picked = options[chosen] if chosen is not None else "none"
         return f"{short(ev['table'])} group {ev['group']}: chose {picked} of [{', '.join(options)}]"

@@ -126,10 +126,24 @@ class P4Switch(ProcessSwitch):
         extra: list[str] = []
         if self.pcap_dir:
             extra += ["--pcap", self.pcap_dir]
+        sample = os.environ.get("CELLFABRIC_TRACE_SAMPLE")
         if self.target == "bmv2":
             # BMv2's default trace level writes ~31 KB per packet and slows it 20-36x: packet
             # logs only on request, and then bounded (one file of at most LOG_MAX_BYTES).
-            if self.switch_log and self.log_dir:
+            if sample and self.log_dir:
+                # `--trace-sample N`: BMv2 cannot sample, it logs every packet (debug level,
+                # no field values, still ~14 KB a packet: it slows the run, see README);
+                # cellfabric.core.bmv2log keeps 1 in N when it reads the log into records.
+                # The packet's first bytes (logged at info) key it by the same identity hash
+                # as p4sim's records.
+                from cellfabric.core.bmv2log import log_path
+
+                traces = Path(self.log_dir).parent / "traces"
+                traces.mkdir(parents=True, exist_ok=True)
+                extra += ["--log-file", str(log_path(traces, self.name, int(sample))),
+                          "--log-level", "debug", "--log-flush", "--dump-packet-data", "64",
+                          "--log-file-max-size", str(LOG_MAX_BYTES), "--log-file-max-files", "1"]
+            elif self.switch_log and self.log_dir:
                 extra += ["--log-file", str(self.log_dir / f"{self.name}-bmv2"),
                           "--log-level", "info", "--log-file-max-size", str(LOG_MAX_BYTES),
                           "--log-file-max-files", "1"]
@@ -144,7 +158,6 @@ class P4Switch(ProcessSwitch):
                           "--log-level", level]
             # `cellfabric run --trace-sample N`: structured records in RUN/traces/ (it wins
             # over the text log above: p4sim takes one trace).
-            sample = os.environ.get("CELLFABRIC_TRACE_SAMPLE")
             if sample and self.log_dir:
                 traces = Path(self.log_dir).parent / "traces"
                 traces.mkdir(parents=True, exist_ok=True)

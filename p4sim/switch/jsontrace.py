@@ -20,9 +20,12 @@ parser made valid, as the first table found them; ``error``: its parser_error, i
 and which one the selector hash took), {"ev": "error", "msg"}.
 
 Sampling, so a fabric run can afford it: p4sim.switch.tracesample (1 packet in N by a hash
-of the fields no hop rewrites, so every switch keeps the same packets; or a filter). A packet
-not sampled costs the sampling decision and a call through two stage hooks: it takes the
-plain stages, and the traced table lookups are in place only while a sampled packet runs.
+of the fields no hop rewrites, so every switch keeps the same packets; or a filter). Two packet
+paths are built once per pipeline load over the same tables, registers and queues: the plain
+fused stages with the program's own table nodes, for every packet not sampled (it pays the
+sampling decision and a call through two stage hooks), and the stage-by-stage functions whose
+pipelines walk a traced twin of each table node, for the sampled ones. Nothing is swapped per
+packet, so CPython's specialisation of the fast path is never undone by a sampled packet.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any, TextIO
 
 from p4sim.switch import stages
 from p4sim.switch.api import ActionCall, GroupRef
+from p4sim.switch.pipeline import _table_node_for
 from p4sim.switch.trace import fmt
 from p4sim.switch.tracesample import TraceSampler, ip_header, packet_identity
 
@@ -54,8 +58,10 @@ class JsonTracer:
         self._rec: dict[str, Any] | None = None  # the sampled packet in ingress
         self._events: list[dict[str, Any]] | None = None  # where its next event goes
         self._pf: tuple[Any, list[int]] | None = None  # the sampled packet's (P, F)
-        self._swaps: list[tuple[Any, Any, Any]] = []  # (closure cell, plain, traced)
-        self._depth = 0  # sampled packets being processed (nested: clones, bypass egress)
+        # plain table node -> its traced twin, for the program being built (stage_wrapper
+        # takes them: one map per pipeline load)
+        self._twins: dict[Any, Any] = {}
+        self._pending_lookup: tuple[Any, Any] | None = None
         self._headers: list[tuple[str, int]] = []
         self._perr_slot: int | None = None
         # table entry -> (its action, key shown, priority, action shown): entries repeat
@@ -84,9 +90,9 @@ class JsonTracer:
         self._drop_names = dict(names)
 
     # -- program building (called by CompiledProgram) -------------------------------------------
-    # What an unsampled packet pays: a call into each traced table lookup and parser state.
-    # Actions are not wrapped (a table event names the action and arguments it ran), and an
-    # unsampled packet takes the plain fused receive (see _receive).
+    # An unsampled packet pays nothing here: the program's nodes keep the plain lookups, and
+    # the traced ones live in twins that only sampled packets walk (see _traced_run). Actions
+    # are not wrapped (a table event names the action and arguments it ran).
     def wrap_action(self, name: str, fn: Any) -> Any:
         return fn
 
@@ -95,7 +101,7 @@ class JsonTracer:
         """Unwrapped: a wrapper per state would cost every packet a call per state, and
         swapping wrappers in per sampled packet changes the generated code's globals (CPython
         then re-specializes every function reading them). A record names instead the headers
-        the parser made valid, read when its first table applies (``_capture_key``)."""
+        the parser made valid, read when its first table applies (``_capturing``)."""
         return start
 
     def wrap_lookup(self, table: Any, lookup: Any) -> Any:
@@ -111,8 +117,8 @@ class JsonTracer:
             except Exception as e:
                 events.append({"ev": "error", "msg": f"trace: {type(e).__name__}: {e}"})
             return entry
-        self._pending_lookup = (table, lookup, traced_lookup)
-        return traced_lookup
+        self._pending_lookup = (table, traced_lookup)
+        return lookup  # the program's node stays plain; wrap_node makes the traced twin
 
     def _table_event(self, events: list[dict[str, Any]], table: Any, names: list[str],
                      key: tuple, entry: Any) -> None:
@@ -142,38 +148,27 @@ class JsonTracer:
                 events.append({"ev": "action", "name": chosen["action"], "args": chosen["args"]})
 
     def wrap_node(self, kind: str, name: str, node: Any, holder: Any = None) -> Any:
-        """A table's node is returned as it is, but its lookup (and key function) are put
-        back to the plain ones in the node's closure: the traced ones are swapped in only
-        while a sampled packet runs (``_swap``), so an unsampled packet calls nothing of the
-        trace. Where the node holds no such cell, the traced lookup stays, always correct.
-        A condition (p4c's node_N: dozens per packet) is never wrapped."""
-        pending, self._pending_lookup = getattr(self, "_pending_lookup", None), None
+        """A table's node is returned as it is, with the plain lookup, and a traced twin of it
+        is kept (the same table, the traced lookup, the packet's fields captured for the
+        record) for the sampled packets' pipelines (``_traced_run``). A condition (p4c's
+        node_N: dozens per packet) is never wrapped: both paths share it."""
+        pending, self._pending_lookup = self._pending_lookup, None
         if kind != "table" or pending is None:
             return node
-        table, plain, traced = pending
-        cells = {id(c): c for fn in _closures(node) for c in fn.__closure__ or ()}
-        for cell in cells.values():
-            try:
-                held = cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-            if held is traced:
-                self._swaps.append((cell, plain, traced))
-                cell.cell_contents = plain
-            elif held is table.key_fn and table.key_fn is not None:
-                self._swaps.append((cell, held, self._capture_key(held)))
+        table, traced = pending
+        self._twins[node] = self._capturing(_table_node_for(table, traced))
         return node
 
-    def _capture_key(self, key_fn: Any) -> Any:
-        def captured_key(P: Any, F: list[int], D: tuple) -> Any:
+    def _capturing(self, twin: Any) -> Any:
+        def captured(P: Any, F: list[int]) -> Any:
             rec = self._rec
             if rec is not None and self._events is rec["ingress"]:
                 self._pf = (P, F)
                 if "_F" not in rec:
                     rec["_F"] = F  # read back for the drop reason, if the packet drops
                     rec["ingress"].insert(0, self._parsed(F))
-            return key_fn(P, F, D)
-        return captured_key
+            return twin(P, F)
+        return captured
 
     def _parsed(self, F: list[int]) -> dict[str, Any]:
         ev: dict[str, Any] = {"ev": "parser", "headers": [n for n, slot in self._headers
@@ -182,12 +177,22 @@ class JsonTracer:
             ev["error"] = F[self._perr_slot]
         return ev
 
-    def _swap(self, on: bool) -> None:
-        """The traced lookups in (a sampled packet starts) or out (it is done)."""
-        self._depth += 1 if on else -1
-        if self._depth == (1 if on else 0):
-            for cell, plain, traced in self._swaps:
-                cell.cell_contents = traced if on else plain
+    def _traced_run(self, run: Any, twins: dict[Any, Any]) -> Any:
+        """The sampled packets' version of a pipeline ``run`` (pipeline._run_pipeline): the
+        same walk from the same first node, each table node replaced by its traced twin (the
+        next nodes the tables hold are the plain ones: each is mapped as it is reached)."""
+        init = _closure_value(run, "init")
+        if init is _MISSING:  # not a walk this tracer knows: tables go unrecorded
+            return run
+        twin_of = twins.get
+
+        def traced_run(P: Any, F: list[int]) -> None:
+            node = init
+            while node is not None:
+                node = twin_of(node, node)(P, F)
+                if P.exit:
+                    return
+        return traced_run
 
     # -- the packet path (called by V1Model) ------------------------------------------------------
     def stage_wrapper(self, flow: Any) -> Callable[[str, Any], Any]:
@@ -198,8 +203,16 @@ class JsonTracer:
         self._perr_slot = flow.s_perr
         builders = {"receive": self._receive, "to_egress": self._to_egress,
                     "egress": self._egress, "enqueue": self._enqueue, "output": self._output}
+        twins, self._twins = self._twins, {}
+        pipelines = {"ingress": self._traced_run(flow.ingress, twins),
+                     "egress_pipe": None if flow.egress_pipe is None
+                     else self._traced_run(flow.egress_pipe, twins)}
 
         def wrap(name: str, fn: Any) -> Any:
+            if name in builders and name not in ("enqueue", "output"):
+                # These stage functions are the sampled packets' path: their namespace (one
+                # per build, not the fast path's) walks the traced pipelines. Set once here.
+                fn.__globals__.update(pipelines)
             build = builders.get(name)
             return build(fn, flow) if build is not None else fn
         return wrap
@@ -223,7 +236,8 @@ class JsonTracer:
 
         def receive(port: int, frame: bytes, *rest: Any) -> None:
             if not wants(frame):
-                return plain(port, frame, *rest)
+                # a plain call for a plain arrival (a resubmit or recirculation has more)
+                return plain(port, frame, *rest) if rest else plain(port, frame)
             outer = self._rec, self._events, self._pf
             self._ids += 1
             rec = {"switch": self.switch, "pkt": self._ids, "t_in": self.now(),
@@ -233,11 +247,9 @@ class JsonTracer:
                    "copies": [], "_open": 1}
             self._rec, self._events, self._pf = rec, rec["ingress"], None
             drops = counters.pipeline_drops
-            self._swap(True)
             try:
                 fn(port, frame, *rest)
             finally:
-                self._swap(False)
                 if counters.pipeline_drops > drops and not rec["copies"]:
                     self._drop(rec, "ingress", flow, None)
                 self._rec, self._events, self._pf = outer
@@ -291,11 +303,9 @@ class JsonTracer:
             copy.update(prio=prio, t_deq=t, wait_ns=t - copy["t_enq"], left=left)
             copy.setdefault("depth", 0)  # went on at once: nothing queued before it
             drops = counters.pipeline_drops
-            self._swap(True)
             try:
                 fn(P, port, prio, left, now)
             finally:
-                self._swap(False)
                 if counters.pipeline_drops > drops and "t_out" not in copy:
                     self._drop(copy["_rec"], "egress", flow, copy)
                 self._rec, self._events = outer
@@ -360,17 +370,18 @@ class JsonTracer:
         self.out.flush()
 
 
-def _closures(fn: Any) -> list[Any]:
-    """``fn`` and the functions its closure holds (a table node's miss, for one)."""
-    out = [fn]
-    for cell in fn.__closure__ or ():
-        try:
-            held = cell.cell_contents
-        except ValueError:
-            continue
-        if callable(held) and getattr(held, "__closure__", None) is not None:
-            out.append(held)
-    return out
+_MISSING = object()
+
+
+def _closure_value(fn: Any, name: str) -> Any:
+    """What free variable ``name`` of closure ``fn`` holds (_MISSING if it has none)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or name not in code.co_freevars or fn.__closure__ is None:
+        return _MISSING
+    try:
+        return fn.__closure__[code.co_freevars.index(name)].cell_contents
+    except ValueError:  # an empty cell
+        return _MISSING
 
 
 def _anonymous_action(name: str) -> bool:

@@ -150,3 +150,38 @@ def test_switch_trace_options_make_a_tracer_writing_the_file(tmp_path: Path) -> 
     tracer.out.close()
     (rec,) = [json.loads(line) for line in path.read_text().splitlines()]
     assert rec["switch"] == "device 3" and rec["copies"][0]["port"] == 2
+
+
+def _closure_functions(fn: object) -> set[str]:
+    """The names of every function reachable from ``fn`` through closure cells."""
+    names, todo, seen = set(), [fn], set()
+    while todo:
+        g = todo.pop()
+        if id(g) in seen or not callable(g):
+            continue
+        seen.add(id(g))
+        names.add(getattr(g, "__name__", ""))
+        for cell in getattr(g, "__closure__", None) or ():
+            try:
+                todo.append(cell.cell_contents)
+            except ValueError:
+                continue
+    return names
+
+
+def test_the_fast_paths_table_nodes_never_hold_a_traced_lookup() -> None:
+    """A sampled packet walks traced twins: the nodes every other packet runs are not
+    changed, not even while the sampled packet is in the switch (swapping them per packet
+    undid CPython's specialisation of the fast path)."""
+    seen_in_flight: list[set[str]] = []
+    out = io.StringIO()
+    dp = DataPlane(trace=JsonTracer(out, "s1", TraceSampler()), clock=lambda: 5000,
+                   transmit=lambda port, fr: seen_in_flight.append(
+                       _closure_functions(dp.flow.ingress)))
+    dp.load_pipeline(prog().json())
+    dp.table_insert("t", TableEntry((Exact(0x42),), ActionCall("fwd", (3,))))
+    before = _closure_functions(dp.flow.ingress)
+    dp.receive(1, prog().frame(0x42, 0))
+    assert len(records(out)) == 1 and seen_in_flight  # sampled, and sent while traced
+    assert "plain_node" in before and "traced_lookup" not in before
+    assert all(names == before for names in seen_in_flight)

@@ -130,7 +130,8 @@ def run_main(argv: list[str]) -> int:
                          "50 MB per switch); off by default, as they slow BMv2 20-36x")
     ap.add_argument("--step-timeout", type=float, default=120.0)
     ap.add_argument("--trace-sample", type=int, default=0, metavar="N",
-                    help="p4sim: trace 1 packet in N at every switch to RESULTS/traces/ "
+                    help="trace 1 packet in N at every switch to RESULTS/traces/ (real BMv2 "
+                         "cannot sample: it logs every packet, which slows it) "
                          "(see `cellfabric trace`; default 0: off)")
     args = ap.parse_args(argv)
     if args.trace_sample > 0:  # read by each switch's command line (emulation.nodes)

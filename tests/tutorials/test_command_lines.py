@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tutorial_support import ROOT, toolchain_env
+from tutorial_support import ROOT
 
 # "  -i [ --interface ] arg   <port-num>@..." / "  --pcap [=arg(=.)]  ..." / "  --no-p4  ..."
 _BOOST_OPTION = re.compile(r"^  (?:-(\w) \[ )?(--[\w-]+)(?: \])?( \[=arg[^\]]*\]| arg)?")
@@ -32,14 +32,6 @@ def bmv2_options(help_text: str) -> dict[str, str]:
         if m.group(1):
             out["-" + m.group(1)] = out[m.group(2)]
     return out
-
-
-@pytest.fixture(scope="module")
-def real_env() -> dict[str, str]:
-    env = toolchain_env()
-    if env is None:
-        pytest.skip("no ../shared/toolchains beside the repository: BMv2's help text unavailable")
-    return env
 
 
 def _help(tool: str, env: dict[str, str]) -> str:

@@ -9,7 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from tutorial_support import toolchain_env, tutorials_tarball
+from tutorial_support import tutorials_tarball
 
 EXERCISES = ("basic", "basic_tunnel", "calc", "ecn", "mri", "load_balance", "qos", "firewall",
              "link_monitor", "source_routing", "multicast", "p4runtime")
@@ -29,14 +29,6 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         sol = sorted((exercises / name / "solution").glob("*.p4"))
         out[name] = sol[0] if sol else next((exercises / name).glob("*.p4"))
     return out
-
-
-@pytest.fixture(scope="module")
-def real_env() -> dict[str, str]:
-    env = toolchain_env()
-    if env is None:
-        pytest.skip("no ../shared/toolchains beside the repository")
-    return env
 
 
 def _compile(argv0: list[str], src: Path, out: Path, env: dict[str, str] | None

@@ -4,6 +4,10 @@ every process stopped by its own PID on exit.
 
     with LocalDaskCluster(workers=2) as cluster:
         run(["cellfabric", "sweep", SPEC, "--scheduler", cluster.address])
+
+With ``tls_dir`` (a folder as `cellfabric sweep --make-certs` writes it: ca.crt and
+scheduler, worker and client .crt/.key) every process speaks mutual TLS and the address is
+tls://.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ def _dask_cli() -> list[str]:
 
 
 class LocalDaskCluster:
-    def __init__(self, workers: int = 2, nthreads: int = 1, start_timeout_s: float = 60.0) -> None:
+    def __init__(self, workers: int = 2, nthreads: int = 1, start_timeout_s: float = 60.0,
+                 tls_dir: Path | None = None) -> None:
         self.workers = workers
+        self.tls_dir = tls_dir
         self.nthreads = nthreads
         self.start_timeout_s = start_timeout_s
         self.address = ""
@@ -57,17 +63,37 @@ class LocalDaskCluster:
     def start(self) -> None:
         sched_file = Path(self._tmp.name) / "scheduler.json"
         self._spawn(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                     "--scheduler-file", str(sched_file)], "scheduler.log")
+                     "--scheduler-file", str(sched_file), *self._tls("scheduler")],
+                    "scheduler.log")
         self.address = self._wait_for(lambda: json.loads(sched_file.read_text())["address"],
                                       "the scheduler to write its address")
         for i in range(self.workers):
             self._spawn(["worker", self.address, "--host", "127.0.0.1", "--no-nanny",
                          "--nthreads", str(self.nthreads), "--no-dashboard",
-                         "--name", f"w{i}"], f"worker{i}.log")
+                         "--name", f"w{i}", *self._tls("worker")], f"worker{i}.log")
         from distributed import Client
 
-        with Client(self.address, timeout=self.start_timeout_s, set_as_default=False) as c:
+        with Client(self.address, timeout=self.start_timeout_s, set_as_default=False,
+                    security=self.client_security()) as c:
             c.wait_for_workers(self.workers, timeout=self.start_timeout_s)
+
+    def _tls(self, role: str) -> list[str]:
+        if self.tls_dir is None:
+            return []
+        d = self.tls_dir
+        return ["--protocol", "tls", "--tls-ca-file", str(d / "ca.crt"),
+                "--tls-cert", str(d / f"{role}.crt"), "--tls-key", str(d / f"{role}.key")]
+
+    def client_security(self):
+        """Dask's Security for a client of this cluster (None without TLS)."""
+        if self.tls_dir is None:
+            return None
+        from distributed.security import Security
+
+        d = self.tls_dir
+        return Security(require_encryption=True, tls_ca_file=str(d / "ca.crt"),
+                        tls_client_cert=str(d / "client.crt"),
+                        tls_client_key=str(d / "client.key"))
 
     def _wait_for(self, probe, what: str):
         deadline = time.monotonic() + self.start_timeout_s

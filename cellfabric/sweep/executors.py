@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cellfabric.sweep import task as taskmod
+from cellfabric.sweep.security import ClientTls, connect_error
 
 
 class ExecutorError(RuntimeError):
@@ -110,15 +111,18 @@ class DaskExecutor:
     name = "dask"
 
     def __init__(self, address: str, connect_timeout_s: float = 20.0,
-                 max_in_flight: int | None = None) -> None:
+                 max_in_flight: int | None = None, tls: ClientTls | None = None) -> None:
         try:
             from distributed import Client
         except ImportError as exc:
             raise ExecutorError(f"--scheduler needs Dask distributed ({exc})") from None
+        security = tls.security() if tls is not None else None
         try:
-            self.client = Client(address, timeout=connect_timeout_s, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise ExecutorError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+            self.client = Client(address, timeout=connect_timeout_s, set_as_default=False,
+                                 security=security)
+        except (OSError, TimeoutError, RuntimeError) as exc:
+            # RuntimeError: Dask's config requires encryption and the address is not tls://.
+            raise ExecutorError(connect_error(address, exc, tls)) from None
         self.address = address
         self.max_in_flight = max_in_flight
         self._futures: dict[str, tuple[Job, Any]] = {}

@@ -81,7 +81,9 @@ class LocalDaskCluster:
         if self.tls_dir is None:
             return []
         d = self.tls_dir
-        return ["--protocol", "tls", "--tls-ca-file", str(d / "ca.crt"),
+        # The README's recipe: a worker takes tls from the scheduler's address.
+        protocol = ["--protocol", "tls"] if role == "scheduler" else []
+        return [*protocol, "--tls-ca-file", str(d / "ca.crt"),
                 "--tls-cert", str(d / f"{role}.crt"), "--tls-key", str(d / f"{role}.key")]
 
     def client_security(self):

@@ -107,11 +107,14 @@ def client_tls(address: str, ca_file: str | None, cert: str | None,
     if missing:
         raise SecurityError(f"{address} needs the cluster's CA, a client certificate from it and "
                             f"its key: missing {', '.join(missing)}")
+    # Dask's config may hold a PEM itself rather than a path (as Security.temporary does).
+    in_memory = any("-----BEGIN" in str(v) for v in files.values())
     for k, path in files.items():
-        if not Path(path).is_file():
+        if "-----BEGIN" not in str(path) and not Path(path).is_file():
             raise SecurityError(f"{OPTION_NAMES[k]} {path}: no such file")
     tls = ClientTls(str(files["ca_file"]), str(files["cert"]), str(files["key"]))
-    _check_loads(tls)
+    if not in_memory:
+        _check_loads(tls)
     return tls
 
 

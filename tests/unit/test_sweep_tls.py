@@ -100,7 +100,9 @@ def test_sweep_through_the_tls_cluster_gives_the_local_results(tmp_path, certs, 
     on_cluster = summaries(tmp_path / "tls")
     assert len(on_cluster) == 4 and on_cluster == summaries(tmp_path / "local")
     assert sorted(status for status, _ in on_cluster.values()) == ["failed", "failed", "ok", "ok"]
-    assert {r["executor"] for r in records(tmp_path / "tls").values()} == {"dask"}
+    recs = records(tmp_path / "tls").values()
+    assert {r["executor"] for r in recs} == {"dask"}
+    assert all(r["worker"].startswith("tls://127.0.0.1:") for r in recs)  # the worker too
 
 
 def test_dask_config_keys_stand_in_for_the_options(tmp_path, certs, cluster):

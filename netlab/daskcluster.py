@@ -75,7 +75,8 @@ class LocalDaskCluster:
 
         with Client(self.address, timeout=self.start_timeout_s, set_as_default=False,
                     security=self.client_security()) as c:
-            c.wait_for_workers(self.workers, timeout=self.start_timeout_s)
+            if self.workers:  # a scheduler alone (workers=0) is up once it answers
+                c.wait_for_workers(self.workers, timeout=self.start_timeout_s)
 
     def _tls(self, role: str) -> list[str]:
         if self.tls_dir is None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cellfabric.sweep import task as taskmod
-from cellfabric.sweep.security import ClientTls, connect_error
+from cellfabric.sweep.security import ClientTls, connect_error, probe_tls
 
 
 class ExecutorError(RuntimeError):
@@ -116,12 +116,16 @@ class DaskExecutor:
             from distributed import Client
         except ImportError as exc:
             raise ExecutorError(f"--scheduler needs Dask distributed ({exc})") from None
-        security = tls.security() if tls is not None else None
+        security = None
+        if tls is not None:
+            probe_tls(address, tls, connect_timeout_s)
+            security = tls.security()
         try:
             self.client = Client(address, timeout=connect_timeout_s, set_as_default=False,
                                  security=security)
-        except (OSError, TimeoutError, RuntimeError) as exc:
-            # RuntimeError: Dask's config requires encryption and the address is not tls://.
+        except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
+            # RuntimeError: Dask's config requires encryption and the address is not tls://;
+            # ValueError: tornado's "IOStream is not idle", a plaintext answer to TLS.
             raise ExecutorError(connect_error(address, exc, tls)) from None
         self.address = address
         self.max_in_flight = max_in_flight

@@ -139,18 +139,54 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
+def probe_tls(address: str, tls: ClientTls, timeout_s: float) -> None:
+    """Open one TLS connection to the scheduler as Dask would (this CA, this certificate, the
+    chain checked and not the host name) and read its first bytes: a refused certificate, an
+    untrusted scheduler or a plaintext one is then said in one line. Dask's own connect races
+    on a plaintext server (tornado's "IOStream is not idle") and can then hang closing the
+    client. A scheduler not reachable yet is left to Dask, which retries until its timeout."""
+    if any("-----BEGIN" in f for f in (tls.ca_file, tls.cert, tls.key)):
+        return
+    _, location = address.split("://", 1)
+    from distributed.comm.addressing import parse_host_port
+
+    host, port = parse_host_port(location, 8786)
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file)
+    ctx.check_hostname = False
+    ctx.load_cert_chain(tls.cert, tls.key)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as raw, \
+                ctx.wrap_socket(raw) as conn:
+            # TLS 1.3 finishes the client's handshake before the server judges its
+            # certificate: a refusal arrives as an alert on the first read.
+            conn.recv(1)
+    except ssl.SSLCertVerificationError:
+        raise SecurityError(f"the Dask scheduler at {address} presented a certificate not "
+                            f"signed by --tls-ca-file {tls.ca_file}: refusing it") from None
+    except ssl.SSLError as exc:
+        raise SecurityError(_tls_refusal(address, tls, str(exc))) from None
+    except OSError:
+        return
+
+
+def _tls_refusal(address: str, tls: ClientTls, text: str) -> str:
+    if "WRONG_VERSION_NUMBER" in text or "RECORD_LAYER_FAILURE" in text:
+        return (f"the Dask scheduler at {address} does not answer in TLS: is it a tcp:// "
+                f"scheduler? (the cluster must be started with TLS, README, Sweeps)")
+    if "ALERT" in text.upper() or "EOF" in text.upper():
+        return (f"the Dask scheduler at {address} refused this client's certificate "
+                f"(--tls-cert {tls.cert}: is it from the cluster's CA?)")
+    return f"TLS to the Dask scheduler at {address} failed: {text}"
+
+
 def connect_error(address: str, exc: BaseException, tls: ClientTls | None) -> str:
     """One line for a failed connection, with the likely cause for the TLS failures."""
     text = str(exc) or str(exc.__cause__ or exc.__context__ or "") or type(exc).__name__
-    if tls is not None and "WRONG_VERSION_NUMBER" in text:
-        return (f"the Dask scheduler at {address} does not answer in TLS: is it a tcp:// "
-                f"scheduler? (the cluster must be started with TLS, README, Sweeps)")
     if tls is not None and "TLS certificate does not match" in text:
         return (f"the Dask scheduler at {address} presented a certificate not signed by "
                 f"--tls-ca-file {tls.ca_file}: refusing it")
-    if tls is not None and ("SSLEOFError" in text or "alert" in text.lower()):
-        return (f"the Dask scheduler at {address} refused this client's certificate "
-                f"(--tls-cert {tls.cert}: is it from the cluster's CA?)")
+    if tls is not None and ("SSL" in text or "not idle" in text):
+        return _tls_refusal(address, tls, text)
     if tls is None and "reset by peer" in text:
         return (f"the Dask scheduler at {address} closed the connection: is it a tls:// "
                 f"scheduler? ({text.rsplit(': ', 1)[-1]})")

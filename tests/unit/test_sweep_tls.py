@@ -236,3 +236,15 @@ def test_tls_settings_that_cannot_work_are_one_line(monkeypatch, capsys, tmp_pat
     err = _stderr_before_connecting(monkeypatch, capsys, tmp_path, *args)
     assert "stub" not in err and "warning" not in err  # refused before any connection
     assert expected in one_error_line(err)
+
+
+def test_a_tls_client_to_a_plain_tcp_scheduler_is_one_line(tmp_path, certs):
+    spec = write_spec(tmp_path / "s.yaml", {"options": {"log": str(tmp_path / "ran.log")},
+                                            "tasks": [{"seed": 1}]})
+    with LocalDaskCluster(workers=0) as plain:
+        address = plain.address.replace("tcp://", "tls://")
+        done = run_sweep(spec, tmp_path / "r", "--scheduler", address, "--connect-timeout",
+                         "30", *tls_options(certs, certs), timeout=60)
+    assert done.returncode == 2
+    assert "does not answer in TLS: is it a tcp:// scheduler?" in one_error_line(done.stderr)
+    assert not (tmp_path / "ran.log").exists()

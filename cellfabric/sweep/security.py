@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,11 +115,13 @@ def client_tls(address: str, ca_file: str | None, cert: str | None,
             raise SecurityError(f"{OPTION_NAMES[k]} {path}: no such file")
     tls = ClientTls(str(files["ca_file"]), str(files["cert"]), str(files["key"]))
     if not in_memory:
-        _check_loads(tls)
+        client_context(tls)
     return tls
 
 
-def _check_loads(tls: ClientTls) -> None:
+def client_context(tls: ClientTls) -> ssl.SSLContext:
+    """The SSL context Dask's client makes from these files: this CA only, this certificate,
+    the chain checked and not the host name."""
     try:
         ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file)
     except (ssl.SSLError, OSError) as exc:
@@ -129,6 +132,8 @@ def _check_loads(tls: ClientTls) -> None:
     except (ssl.SSLError, OSError) as exc:
         raise SecurityError(f"--tls-cert {tls.cert} with --tls-key {tls.key}: cannot be "
                             f"loaded as a certificate and its key ({_reason(exc)})") from None
+    ctx.check_hostname = False
+    return ctx
 
 
 def _reason(exc: BaseException) -> str:
@@ -151,32 +156,41 @@ def probe_tls(address: str, tls: ClientTls, timeout_s: float) -> None:
     from distributed.comm.addressing import parse_host_port
 
     host, port = parse_host_port(location, 8786)
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file)
-    ctx.check_hostname = False
-    ctx.load_cert_chain(tls.cert, tls.key)
+    ctx = client_context(tls)
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as raw, \
                 ctx.wrap_socket(raw) as conn:
             # TLS 1.3 finishes the client's handshake before the server judges its
             # certificate: a refusal arrives as an alert on the first read.
             conn.recv(1)
-    except ssl.SSLCertVerificationError:
-        raise SecurityError(f"the Dask scheduler at {address} presented a certificate not "
-                            f"signed by --tls-ca-file {tls.ca_file}: refusing it") from None
+    except ssl.SSLCertVerificationError as exc:
+        raise SecurityError(f"the Dask scheduler at {address} presented a certificate that "
+                            f"--tls-ca-file {tls.ca_file} does not vouch for "
+                            f"({exc.verify_message}): refusing it") from None
     except ssl.SSLError as exc:
         raise SecurityError(_tls_refusal(address, tls, str(exc))) from None
     except OSError:
         return
 
 
+# The server's TLS alerts about our certificate, in words.
+_ALERTS = {"UNKNOWN_CA": "not signed by the cluster's CA",
+           "CERTIFICATE_EXPIRED": "expired",
+           "CERTIFICATE_REQUIRED": "the scheduler requires one",
+           "BAD_CERTIFICATE": "not accepted",
+           "UNSUPPORTED_CERTIFICATE": "not for this use"}
+
+
 def _tls_refusal(address: str, tls: ClientTls, text: str) -> str:
-    if "WRONG_VERSION_NUMBER" in text or "RECORD_LAYER_FAILURE" in text:
+    if any(t in text for t in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "not idle")):
         return (f"the Dask scheduler at {address} does not answer in TLS: is it a tcp:// "
                 f"scheduler? (the cluster must be started with TLS, README, Sweeps)")
     if "ALERT" in text.upper() or "EOF" in text.upper():
+        why = next((words for alert, words in _ALERTS.items() if alert in text),
+                   "is it from the cluster's CA?")
         return (f"the Dask scheduler at {address} refused this client's certificate "
-                f"(--tls-cert {tls.cert}: is it from the cluster's CA?)")
-    return f"TLS to the Dask scheduler at {address} failed: {text}"
+                f"--tls-cert {tls.cert} ({why})")
+    return f"TLS to the Dask scheduler at {address} failed: {' '.join(text.split())}"
 
 
 def connect_error(address: str, exc: BaseException, tls: ClientTls | None) -> str:
@@ -203,7 +217,10 @@ def make_cluster_certs(folder: Path, days: int = DEFAULT_DAYS) -> dict[str, tupl
                             f"cluster's certificates would no longer match it: choose "
                             f"another folder")
     hosts = sorted({"localhost", "127.0.0.1", "::1", socket.gethostname()})
-    ca = CertificateAuthority.create(folder, name="cellfabric sweep cluster CA", days=days)
+    # A name of its own: with two CAs of one name, OpenSSL tries the wrong one and reports a
+    # "signature failure" instead of an unknown issuer.
+    name = f"cellfabric sweep cluster CA {uuid.uuid4().hex[:8]}"
+    ca = CertificateAuthority.create(folder, name=name, days=days)
     issued = {role: ca.issue(role, hosts, days=days) for role in CLUSTER_ROLES}
     return {role: (i.cert, i.key) for role, i in issued.items()}
 

@@ -6,6 +6,7 @@ nothing runs; a plain tcp:// scheduler beyond loopback gets a one-line warning."
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import socket
 import ssl
@@ -16,9 +17,11 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from sweep_helpers import CELLFABRIC, records, run_sweep, summaries, write_spec
 
+from cellfabric.core.pki import CertificateAuthority
 from cellfabric.sweep import cli as sweep_cli
 from cellfabric.sweep.executors import ExecutorError
 from netlab.daskcluster import LocalDaskCluster
@@ -153,34 +156,48 @@ def test_sweep_without_a_client_certificate_is_one_line_and_runs_nothing(tmp_pat
     assert not (tmp_path / "ran.log").exists()
 
 
+def _refused(tmp_path: Path, address: str, options: list[str]) -> str:
+    """Run a one-task sweep that must be refused at once; its one error line."""
+    spec = write_spec(tmp_path / "s.yaml", {"options": {"log": str(tmp_path / "ran.log")},
+                                            "tasks": [{"seed": 1}]})
+    started = time.monotonic()
+    done = run_sweep(spec, tmp_path / "r", "--scheduler", address, "--connect-timeout", "30",
+                     *options, timeout=60)
+    assert done.returncode == 2
+    assert time.monotonic() - started < 30  # refused at once, not left to the timeout
+    assert not (tmp_path / "ran.log").exists()  # nothing ran
+    return one_error_line(done.stderr)
+
+
 @pytest.mark.parametrize(("ca_of", "expected"), [
-    ("cluster", "refused this client's certificate"),  # the scheduler rejects our certificate
-    ("other", "presented a certificate not signed by"),  # and we reject the scheduler's
+    # the scheduler rejects our certificate (its alert may be lost to the close that follows)
+    ("cluster", "refused this client's certificate --tls-cert {cert} ("),
+    # ...and we reject the scheduler's, whose CA we were not given
+    ("other", "presented a certificate that --tls-ca-file {ca} does not vouch for ("),
 ])
 def test_a_certificate_from_another_ca_is_refused(tmp_path, certs, other_certs, cluster,
                                                   ca_of, expected):
-    spec = write_spec(tmp_path / "s.yaml", {"options": {"log": str(tmp_path / "ran.log")},
-                                            "tasks": [{"seed": 1}]})
     ca_dir = certs if ca_of == "cluster" else other_certs
-    started = time.monotonic()
-    done = run_sweep(spec, tmp_path / "r", "--scheduler", cluster.address,
-                     "--connect-timeout", "30", *tls_options(ca_dir, other_certs), timeout=60)
-    assert done.returncode == 2
-    assert expected in one_error_line(done.stderr)
-    assert time.monotonic() - started < 30  # refused at once, not left to the timeout
-    assert not (tmp_path / "ran.log").exists()
+    line = _refused(tmp_path, cluster.address, tls_options(ca_dir, other_certs))
+    assert expected.format(cert=other_certs / "client.crt", ca=ca_dir / "ca.crt") in line
+
+
+def test_an_expired_client_certificate_is_refused(tmp_path, certs, cluster):
+    ca = CertificateAuthority(
+        tmp_path, load_pem_private_key((certs / "ca.key").read_bytes(), None),
+        x509.load_pem_x509_certificate((certs / "ca.crt").read_bytes()))
+    now = dt.datetime.now(dt.UTC)
+    old = ca.issue("client", not_before=now - dt.timedelta(days=9),
+                   not_after=now - dt.timedelta(days=2))
+    line = _refused(tmp_path, cluster.address, ["--tls-ca-file", str(certs / "ca.crt"),
+                                                "--tls-cert", str(old.cert),
+                                                "--tls-key", str(old.key)])
+    assert f"refused this client's certificate --tls-cert {old.cert} (expired)" in line
 
 
 def test_a_plain_tcp_client_on_the_tls_port_is_refused(tmp_path, cluster):
-    spec = write_spec(tmp_path / "s.yaml", {"options": {"log": str(tmp_path / "ran.log")},
-                                            "tasks": [{"seed": 1}]})
-    plain = cluster.address.replace("tls://", "tcp://")
-    done = run_sweep(spec, tmp_path / "r", "--scheduler", plain, "--connect-timeout", "30",
-                     timeout=60)
-    assert done.returncode == 2
-    line = one_error_line(done.stderr)  # loopback: no plaintext warning either
-    assert "is it a tls:// scheduler?" in line
-    assert not (tmp_path / "ran.log").exists()
+    line = _refused(tmp_path, cluster.address.replace("tls://", "tcp://"), [])
+    assert "closed the connection: is it a tls:// scheduler?" in line  # and no warning
 
 
 def _stderr_before_connecting(monkeypatch, capsys, tmp_path, *args: str) -> str:
@@ -239,12 +256,7 @@ def test_tls_settings_that_cannot_work_are_one_line(monkeypatch, capsys, tmp_pat
 
 
 def test_a_tls_client_to_a_plain_tcp_scheduler_is_one_line(tmp_path, certs):
-    spec = write_spec(tmp_path / "s.yaml", {"options": {"log": str(tmp_path / "ran.log")},
-                                            "tasks": [{"seed": 1}]})
     with LocalDaskCluster(workers=0) as plain:
-        address = plain.address.replace("tcp://", "tls://")
-        done = run_sweep(spec, tmp_path / "r", "--scheduler", address, "--connect-timeout",
-                         "30", *tls_options(certs, certs), timeout=60)
-    assert done.returncode == 2
-    assert "does not answer in TLS: is it a tcp:// scheduler?" in one_error_line(done.stderr)
-    assert not (tmp_path / "ran.log").exists()
+        line = _refused(tmp_path, plain.address.replace("tcp://", "tls://"),
+                        tls_options(certs, certs))
+    assert "does not answer in TLS: is it a tcp:// scheduler?" in line

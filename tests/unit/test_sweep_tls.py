@@ -260,3 +260,16 @@ def test_a_tls_client_to_a_plain_tcp_scheduler_is_one_line(tmp_path, certs):
         line = _refused(tmp_path, plain.address.replace("tcp://", "tls://"),
                         tls_options(certs, certs))
     assert "does not answer in TLS: is it a tcp:// scheduler?" in line
+
+
+def test_cert_days_sets_the_validity_and_must_be_positive(tmp_path, capsys):
+    assert sweep_cli.sweep_main(["--make-certs", str(tmp_path / "no"), "--cert-days", "0"]) == 2
+    assert "--cert-days 0: expected a positive number" in one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "no").exists()
+    assert sweep_cli.sweep_main(["--make-certs", str(tmp_path / "c"), "--cert-days", "30"]) == 0
+    out = capsys.readouterr().out
+    assert f"--tls-cert {tmp_path / 'c'}/worker.crt" in out  # the recipe names these files
+    for name in ("ca", *ROLES):
+        cert = x509.load_pem_x509_certificate((tmp_path / "c" / f"{name}.crt").read_bytes())
+        left = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
+        assert dt.timedelta(days=29, hours=23) < left <= dt.timedelta(days=30)

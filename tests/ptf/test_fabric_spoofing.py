@@ -88,14 +88,15 @@ def feedback(src: str, dst: str, opcode: int = OP_ACK, syndrome: int = AETH_ACK,
         return eth / l3 / BTH(opcode=OP_CNP, becn=1, dqpn=B_QPN, icrc=0) / Raw(bytes(16))
     # SACK block: version 1, flags (0x02 = grant valid), bitmap length 32, reserved, base PSN,
     # reserved, grant PSN, 32-byte bitmap
-    sack = struct.pack("!BBHI I", 1, 0x02 if grant else 0, 32, 101, 200 if grant else 0)
+    sack = struct.pack("!BBHII", 1, 0x02 if grant else 0, 32, 101, 200 if grant else 0)
     return (eth / l3 / BTH(opcode=OP_ACK, psn=100, dqpn=B_QPN, icrc=0)
             / AETH(syndrome=syndrome, msn=3) / Raw(sack + bytes(32)))
 
 
 def int_cell(src: str, dst: str, stack_words: int, int_type: int = 1) -> Packet:
     """A cell with INT-MD v2.1 after UDP: shim, MD header, ``stack_words`` words of hop
-    metadata (a host may send the first two; the words are a switch's only)."""
+    metadata. A host INT source sends the shim and MD header alone (``stack_words`` 0); hop
+    metadata is only ever pushed by switches."""
     ins = bitmap(0, 1)  # node id + L1 ports: 2 words a hop
     shim = bytearray(int_shim(3 + stack_words))
     shim[0] = (int_type << 4) | (shim[0] & 0x0F)

@@ -46,6 +46,7 @@ from targets import SwitchProcess, assert_nothing_left, compile_program, toolcha
 
 from controlplane.connection import SwitchConnection
 from controlplane.entities import CounterEntry
+from netlab.capture import size_capture_ring_for_mtu
 from netlab.hosts import NetLab
 from netlab.targets import compile_p4
 
@@ -148,6 +149,34 @@ def test_fuzzed_frames_never_disturb_valid_cells(program, tmp_path: Path) -> Non
     assert growth < 0.10
 
 
+def _check_a2(valid: list[bytes], out: list[bytes], lost: int) -> None:
+    """What reached a2: from a1's own address only; the valid cells in order, each as the
+    leaf routes it (MACs, TTL - 1, checksum, the rest intact), every one unless frames were
+    lost before the program."""
+    assert all(f[26:30] == bytes([10, 0, 1, 1]) for f in out)  # a1's own source
+    # the valid cells are the only full-length frames (the forged ones carry 64 bytes or less)
+    valid_out = [f for f in out if len(f) == len(valid[0])]
+    psns = [psn_of(f) for f in valid_out]
+    assert None not in psns and psns == sorted(set(psns)), "valid cells out of order"
+    assert len(valid_out) >= VALID - lost
+    for psn, got in zip(psns, valid_out, strict=True):
+        sent = valid[psn]  # type: ignore[index]
+        assert got[:6] == A2_MAC and got[6:12] == ROUTER_MAC
+        assert got[22] == sent[22] - 1 and got[12:22] == sent[12:22]
+        assert got[23] == sent[23] and got[26:] == sent[26:]
+
+
+def _port_rx_reaches(conn: SwitchConnection, packets: int, timeout: float = 15.0
+                     ) -> CounterEntry:
+    """Port 0's port_rx entry once it counts ``packets`` (or at ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        (rx,) = conn.read(CounterEntry("MyIngress.port_rx", 0))
+        if rx.packets >= packets or time.monotonic() > deadline:
+            return rx
+        time.sleep(0.2)
+
+
 def _drops(conn: SwitchConnection) -> dict[int, int]:
     return {e.index: e.packets for e in conn.read(CounterEntry("drop_counter"))}
 
@@ -182,6 +211,10 @@ def test_forged_frames_never_reach_another_tenant(target: str, tmp_path: Path) -
         ns = lab.netns("h")
         pairs = [lab.veth(f"s{i}", f"h{i}", None, ns, mtu=9500) for i in range(3)]
         interfaces = {i: pair[0] for i, pair in enumerate(pairs)}
+        for switch_side in interfaces.values():
+            # a 32-frame libpcap ring otherwise: BMv2 would lose frames before its program
+            problem = size_capture_ring_for_mtu(switch_side)
+            assert problem is None, problem
         sw = SwitchProcess(target, env, tmp_path / "switch.log", interfaces=interfaces)
         with sw, SwitchConnection(sw.addr, 1, timeout=20) as conn:
             conn.set_pipeline(*program)
@@ -194,8 +227,10 @@ def test_forged_frames_never_reach_another_tenant(target: str, tmp_path: Path) -
                 (rx_before,) = conn.read(CounterEntry("MyIngress.port_rx", 0))
                 drops_before = _drops(conn)
                 paced(tx, schedule, PPS)
+                # a loaded BMv2 can still be working through its input queue after a2's last
+                # frame: every frame is first seen by the program, then the rest is read
+                rx_after = _port_rx_reaches(conn, rx_before.packets + len(schedule))
                 to_a2.wait_quiet()
-                (rx_after,) = conn.read(CounterEntry("MyIngress.port_rx", 0))
                 drops_after = _drops(conn)
             finally:
                 to_a2.stop()
@@ -204,19 +239,20 @@ def test_forged_frames_never_reach_another_tenant(target: str, tmp_path: Path) -
             assert sw.proc.poll() is None, "the switch died"
     assert_nothing_left(lab, switch_pid)
     assert to_b1.frames == [], f"{len(to_b1.frames)} frames reached tenant B's host"
-    assert rx_after.packets - rx_before.packets == len(schedule)
+    seen = rx_after.packets - rx_before.packets
+    lost = len(schedule) - seen  # before the program: only a loaded BMv2's capture ring loses
+    assert lost == 0 or (target == "bmv2" and 0 < lost < len(schedule) // 10), lost
     name_of = {index: name for name, index in DROP_REASON.items()}
     got = {name_of.get(i, i): drops_after.get(i, 0) - drops_before.get(i, 0)
            for i in set(drops_after) | set(drops_before)}
-    assert {k: v for k, v in got.items() if v} == {k: v for k, v in expected.items() if v}
-    # the valid cells are the only full-length frames (the forged ones carry 64 bytes or less)
-    valid_out = [f for f in to_a2.frames if len(f) == len(valid[0])]
-    assert len(valid_out) == VALID
-    for sent, out in zip(valid, valid_out):  # routed: MACs, TTL - 1, checksum, rest intact
-        assert out[:6] == A2_MAC and out[6:12] == ROUTER_MAC and out[22] == sent[22] - 1
-        assert out[12:22] == sent[12:22] and out[23] == sent[23] and out[26:] == sent[26:]
-    assert [psn_of(f) for f in valid_out] == list(range(VALID))
-    assert len(to_a2.frames) == VALID + forwarded_forged
-    assert all(f[26:30] == bytes([10, 0, 1, 1]) for f in to_a2.frames)  # a1's own source
-    print(f"spoof fuzz: {len(schedule)} frames, dropped by reason {expected}, "
-          f"{forwarded_forged} forged frames legal and forwarded to a2, 0 to b1")
+    got = {k: v for k, v in got.items() if v}
+    assert sum(got.values()) + len(to_a2.frames) == seen  # each frame seen: out or counted
+    _check_a2(valid, to_a2.frames, lost)
+    if lost == 0:
+        assert got == {k: v for k, v in expected.items() if v}
+        assert len(to_a2.frames) == VALID + forwarded_forged
+    else:  # which frames the ring lost is unknown: none can be counted twice, or elsewhere
+        assert set(got) <= set(expected) and all(got[k] <= expected[k] for k in got), got
+    print(f"spoof fuzz on {target}: {len(schedule)} frames ({lost} lost before the program), "
+          f"dropped by reason {got}, {forwarded_forged} forged frames legal and forwarded "
+          "to a2, 0 to b1")

@@ -88,6 +88,7 @@ T_CELL_LENGTH = "MyIngress.spray.cell_length"
 T_ADAPTIVE = "MyIngress.spray.adaptive_candidates"
 T_GROUP_SELECT = "MyIngress.spray.group_select"
 P_SELECTOR = "MyIngress.spray.group_selector"
+T_HOST_PORT = "MyIngress.guard.host_port_binding"
 T_TENANT_SRC = "MyIngress.isolation.host_tenant_src"
 T_TENANT_DST = "MyIngress.isolation.host_tenant_dst"
 T_INT_WATCH = "MyIngress.int_ingress.int_watchlist"
@@ -107,7 +108,10 @@ C_DROPS = "drop_counter"
 C_ECN_MARKS = "MyEgress.ecn.ecn_marks"
 R_QDEPTH = "port_qdepth"
 DROP_REASONS = {1: "no_route", 2: "isolation", 3: "ttl", 4: "bad_packet", 5: "l2_miss",
-                6: "acl", 7: "same_port", 8: "no_collector"}
+                6: "acl", 7: "same_port", 8: "no_collector",
+                # refused at a host port or by the tenant check (p4src/include/isolation.p4)
+                9: "spoof_mac", 10: "spoof_ip", 11: "tenant_tag", 12: "forged_int",
+                13: "foreign_qp", 14: "foreign_feedback"}
 
 
 def hash_salt(switch: str) -> int:
@@ -243,6 +247,7 @@ def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]]
         _plan_switch_sink(topo, name, host_ports, hops, ents)
 
     if host_ports:
+        _plan_host_ports(topo, name, host_ports, ents)
         _plan_tenants(topo, ents)
     return plan
 
@@ -304,6 +309,20 @@ def _plan_ports(topo: Topology, name: str, own_links: list, my_mac: str,
                                params={"kmin": ecn.kmin, "kmax": ecn.kmax, "step": step}))
         plan.queues[port] = queue_plan(port, lk.queue.rate_pps, lk.queue.depth)
 
+
+
+def _plan_host_ports(topo: Topology, name: str, host_ports: list[int],
+                     ents: list[Entity]) -> None:
+    """Source guard: each host-facing port bound to the NIC behind it (that NIC's MAC, the
+    host's address, its tenant or 0), so the leaf refuses frames that claim another host."""
+    for port in host_ports:
+        host = topo.hosts[topo.peer(name, port)[0]]
+        ents.append(TableEntry(table=T_HOST_PORT,
+                               match={"standard_metadata.ingress_port": port},
+                               action="MyIngress.guard.bind_host_port",
+                               params={"tenant": topo.tenant_of(host.name),
+                                       "mac": _neighbor_mac(topo, name, port),
+                                       "ip": host.ip}))
 
 
 def _plan_tenants(topo: Topology, ents: list[Entity]) -> None:

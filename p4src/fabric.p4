@@ -24,6 +24,7 @@ control MyIngress(inout headers_t hdr,
     counter(PORT_SLOTS, CounterType.packets_and_bytes) port_rx;
 
     Forwarding() forwarding;
+    HostPortGuard() guard;
     TenantIsolation() isolation;
     SprayGroups() spray;
     IntIngress() int_ingress;
@@ -53,7 +54,11 @@ control MyIngress(inout headers_t hdr,
                 /* UDP header (8) + BTH (12) + ICRC (4) */
                 meta.cell_payload_len = hdr.udp.length - 24 - int_bytes;
             }
-            forwarding.apply(hdr, meta, standard_metadata);
+            /* a host port's frame is checked against the port before anything acts on it */
+            guard.apply(hdr, meta, standard_metadata);
+            if (meta.drop_reason == DROP_NONE) {
+                forwarding.apply(hdr, meta, standard_metadata);
+            }
             if (meta.routed == 1) {
                 isolation.apply(hdr, meta, standard_metadata);
             }

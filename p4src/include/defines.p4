@@ -37,6 +37,13 @@ const bit<16> ARP_OPER_REPLY     = 2;
 /* RoCEv2 BTH opcodes that matter to the fabric. */
 const bit<8> BTH_OPCODE_ACK = 0x11;
 const bit<8> BTH_OPCODE_CNP = 0x81;
+/* The default partition (full member): the only P_Key hosts send (hosts/cells.py). */
+const bit<16> BTH_PKEY_DEFAULT = 0xFFFF;
+
+/* Tenant tags a host port never carries: the leaf assigns the tenant from the port. */
+const bit<16> ETHERTYPE_VLAN = 0x8100;
+const bit<16> ETHERTYPE_QINQ = 0x88A8;
+const bit<16> VXLAN_UDP_PORT = 4789;
 
 /* ECN codepoints (low two bits of the IPv4 TOS byte). */
 const bit<2> ECN_NOT_ECT = 0;
@@ -81,6 +88,13 @@ const bit<8> DROP_L2_MISS       = 5;
 const bit<8> DROP_ACL           = 6;
 const bit<8> DROP_SAME_PORT     = 7;  /* flooded copy back out of its ingress port (egress) */
 const bit<8> DROP_NO_COLLECTOR  = 8;  /* report clone to a port without report_encap (egress) */
+/* Refused at a host port (host_port_binding) or by the tenant check; see isolation.p4. */
+const bit<8> DROP_SPOOF_MAC     = 9;  /* Ethernet source is not the port's host NIC */
+const bit<8> DROP_SPOOF_IP      = 10; /* IPv4 source is not the port's host */
+const bit<8> DROP_TENANT_TAG    = 11; /* VLAN tag, VXLAN header or non-default BTH P_Key */
+const bit<8> DROP_FORGED_INT    = 12; /* INT metadata (or a non-MD shim) from a host */
+const bit<8> DROP_FOREIGN_QP    = 13; /* RoCEv2 data to another tenant's host */
+const bit<8> DROP_FOREIGN_FEEDBACK = 14; /* ACK/NAK/grant/CNP to another tenant's host */
 #define DROP_REASON_SLOTS 16
 
 /* Index of cell_counter. */

@@ -223,6 +223,10 @@ struct metadata_t {
     bit<16> dst_tenant;
     bit<1>  src_tenant_known;
     bit<1>  dst_tenant_known;
+    bit<1>  host_port;         /* arrived on a port with a host_port_binding entry */
+    bit<16> port_tenant;       /* that port's host's tenant (0: none) */
+    mac_addr_t  bound_mac;     /* that port's host NIC MAC */
+    ipv4_addr_t bound_ip;      /* that port's host IPv4 address */
     /* INT */
     bit<1>  int_sink;          /* strip INT at egress */
     bit<8>  int_hop_words;

@@ -202,3 +202,135 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+# ---- forged frames from a tenant's host ---------------------------------------------------------
+#
+# A leaf with host a1 (tenant A) on port 0, a2 (tenant A) on port 1 and b1 (tenant B) on port 2,
+# every port bound to its host as the control plane binds it. Host a1 sends frames built from a
+# legal template (a cell, an ACK/NAK, a CNP, a host INT source's cell, VXLAN, plain UDP; to a2 or
+# to b1) with random forgeries of the fields p4src/README.md's tenant isolation checks. The
+# expected fate of each comes from that README's rule table, in its order: spoof_reason().
+
+A1_MAC, A2_MAC, B1_MAC = (bytes.fromhex(m) for m in ("02cf00000a01", "02cf00000a02",
+                                                     "02cf00000b01"))
+A1_IP, A2_IP, B1_IP = bytes([10, 0, 1, 1]), bytes([10, 0, 1, 2]), bytes([10, 0, 2, 1])
+TENANT_A, TENANT_B = 1, 2
+SPOOF_PSN = 0x500000  # forged frames' PSNs (cells and feedback)
+# drop_counter slots (p4src/include/defines.p4)
+DROP_REASON = {"isolation": 2, "spoof_mac": 9, "spoof_ip": 10, "tenant_tag": 11,
+               "forged_int": 12, "foreign_qp": 13, "foreign_feedback": 14}
+KINDS = ("cell", "ack", "cnp", "int_cell", "vxlan", "udp")
+
+
+def spoof_leaf_entities() -> list:
+    """Routes to a2 (port 1) and b1 (port 2), each host port bound, the tenant map."""
+    ing, egr = "MyIngress", "MyEgress"
+    ents: list = [TableEntry(f"{ing}.forwarding.my_station",
+                             {"hdr.ethernet.dst_addr": ROUTER_MAC.hex(":")}, "NoAction")]
+    hosts = ((0, A1_MAC, A1_IP, TENANT_A), (1, A2_MAC, A2_IP, TENANT_A),
+             (2, B1_MAC, B1_IP, TENANT_B))
+    for port, mac, ip, tenant in hosts:
+        dotted = ".".join(map(str, ip))
+        ents += [
+            TableEntry(f"{ing}.guard.host_port_binding", {"standard_metadata.ingress_port": port},
+                       f"{ing}.guard.bind_host_port",
+                       {"tenant": tenant, "mac": mac.hex(":"), "ip": dotted}),
+            TableEntry(f"{ing}.isolation.host_tenant_src", {"hdr.ipv4.src_addr": dotted},
+                       f"{ing}.isolation.set_src_tenant", {"tenant": tenant}),
+            TableEntry(f"{ing}.isolation.host_tenant_dst", {"hdr.ipv4.dst_addr": dotted},
+                       f"{ing}.isolation.set_dst_tenant", {"tenant": tenant}),
+            TableEntry(f"{egr}.rewrite.egress_rewrite", {"standard_metadata.egress_port": port},
+                       f"{egr}.rewrite.set_port_macs",
+                       {"src_mac": ROUTER_MAC.hex(":"), "dst_mac": mac.hex(":")}),
+        ]
+        if port == 0:
+            continue
+        ents += [
+            TableEntry(f"{ing}.forwarding.ipv4_lpm", {"hdr.ipv4.dst_addr": f"{dotted}/32"},
+                       f"{ing}.forwarding.set_next_group", {"group_id": port}),
+            ActionProfileMember(f"{ing}.spray.group_selector", port,
+                                f"{ing}.spray.set_egress_port", {"port": port}),
+            ActionProfileGroup(f"{ing}.spray.group_selector", port, [GroupMember(port, 1, port)]),
+            TableEntry(f"{ing}.spray.group_select", {"meta.group_id": port}, group=port),
+        ]
+    return ents
+
+
+def forged_frame(rng: random.Random, seq: int) -> tuple[bytes, dict]:
+    """A frame from a1 (its fields in the returned dict, for spoof_reason) with random
+    forgeries: source MAC or IP (b1's, a2's or random), a BTH P_Key, an INT shim of any type
+    and length with that many metadata words, a queue pair, an opcode, an AETH syndrome."""
+    f = {"kind": rng.choice(KINDS), "dst": rng.choice((A2_IP, B1_IP)), "src_mac": A1_MAC,
+         "src_ip": A1_IP, "pkey": 0xFFFF, "int": None, "opcode": 0x04,
+         "qpn": rng.randrange(1 << 24)}
+    forgeries = rng.sample(("src_mac", "src_ip", "pkey", "int", "opcode"), rng.randrange(0, 3))
+    if "src_mac" in forgeries:
+        f["src_mac"] = rng.choice((B1_MAC, A2_MAC, rng.randbytes(6)))
+    if "src_ip" in forgeries:
+        f["src_ip"] = rng.choice((B1_IP, A2_IP, rng.randbytes(4)))
+    if "pkey" in forgeries:
+        f["pkey"] = rng.randrange(1 << 16)
+    if f["kind"] == "int_cell":
+        f["int"] = (1, 3)  # a host INT source: shim + INT-MD header, no metadata
+    if "int" in forgeries:
+        f["int"] = (rng.randrange(16), rng.randrange(0, 24))  # (shim type, shim length)
+    if f["kind"] == "ack":
+        f["opcode"] = 0x11
+    elif f["kind"] == "cnp":
+        f["opcode"] = 0x81
+    if "opcode" in forgeries:
+        f["opcode"] = rng.randrange(256)
+    return _frame_bytes(f, SPOOF_PSN + seq, rng), f
+
+
+def _frame_bytes(f: dict, psn: int, rng: random.Random) -> bytes:
+    dport = 4789 if f["kind"] == "vxlan" else 7 if f["kind"] == "udp" else 4791
+    if dport == 4791:
+        bth = struct.pack("!BBHII", f["opcode"], 0, f["pkey"], f["qpn"], psn)
+        if f["opcode"] == 0x11:
+            # AETH (ACK or NAK-sequence syndrome) + SACK block + bitmap (hosts/wire.py)
+            aeth = rng.choice((0x00, 0x60)) << 24 | 3
+            l4_body = bth + struct.pack("!IBBHII", aeth, 1, 2, 32, psn, psn) + bytes(32)
+        else:
+            l4_body = bth + bytes(64) + bytes(4)  # payload + ICRC placeholder
+    elif dport == 4789:
+        inner = B1_MAC + A1_MAC + b"\x08\x00" + bytes(40)
+        l4_body = struct.pack("!II", 0x08000000, TENANT_B << 8) + inner  # VXLAN, VNI of B
+    else:
+        l4_body = bytes(48)
+    tos = 0x02
+    if f["int"] is not None:
+        int_type, length = f["int"]
+        words = max(length - 3, 0)
+        shim = struct.pack("!BBBB", int_type << 4, length, 0, 0)
+        md = struct.pack("!IHHHH", (2 << 28) | (2 << 8) | 8, 0xC000, 0, 0, 0)
+        l4_body = shim + md + rng.randbytes(4 * words) + l4_body
+        tos = (0x17 << 2) | 0x02
+    udp = struct.pack("!HHHH", 49152 + psn % 1000, dport, 8 + len(l4_body), 0) + l4_body
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, tos, 20 + len(udp), psn & 0xFFFF,
+                               0x4000, 64, 17, 0, f["src_ip"], f["dst"]))
+    ip[10:12] = _csum(bytes(ip)).to_bytes(2, "big")
+    return ROUTER_MAC + f["src_mac"] + b"\x08\x00" + bytes(ip) + udp
+
+
+def spoof_reason(f: dict) -> str | None:
+    """The drop reason p4src/README.md's tenant isolation gives the frame, None = forwarded
+    (to a2: nothing reaches b1 from a1)."""
+    if f["src_mac"] != A1_MAC:
+        return "spoof_mac"
+    if f["src_ip"] != A1_IP:
+        return "spoof_ip"
+    if f["kind"] == "vxlan":
+        return "tenant_tag"
+    if f["int"] is not None and f["int"] != (1, 3):
+        return "forged_int"
+    has_bth = f["kind"] in ("cell", "ack", "cnp", "int_cell")
+    if has_bth and f["pkey"] != 0xFFFF:
+        return "tenant_tag"
+    if f["dst"] == A2_IP:
+        return None
+    opcode = f["opcode"]
+    if has_bth and opcode >> 5 in (0, 1, 3) and opcode & 0x1F <= 0x0B:
+        return "foreign_qp"
+    return "foreign_feedback" if has_bth else "isolation"

@@ -129,6 +129,10 @@ def run_main(argv: list[str]) -> int:
                     help="switch packet logs under the run folder (BMv2: info level, at most "
                          "50 MB per switch); off by default, as they slow BMv2 20-36x")
     ap.add_argument("--step-timeout", type=float, default=120.0)
+    ap.add_argument("--secure", action="store_true",
+                    help="P4Runtime over mutual TLS: a CA made for the run in RUN/pki signs "
+                         "every switch's certificate and the controller's; a client without "
+                         "one cannot connect")
     ap.add_argument("--trace-sample", type=int, default=0, metavar="N",
                     help="trace 1 packet in N at every switch to RESULTS/traces/ (real BMv2 "
                          "cannot sample: it logs every packet, which slows it) "
@@ -145,7 +149,7 @@ def run_main(argv: list[str]) -> int:
             f"%Y%m%d-%H%M%S-{topo.name}-{args.workload}-{topo.fabric.spray}-{topo.fabric.cc}")
         cfg = RunConfig(topo=topo, target=target, workload=workload, cc=topo.fabric.cc,
                         run_dir=run_dir, events=events, pcap=args.pcap,
-                        switch_log=args.switch_log,
+                        switch_log=args.switch_log, secure=args.secure,
                         step_timeout_s=args.step_timeout,
                         credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled))
         metrics, path = execute(cfg)

@@ -171,6 +171,8 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("topology", nargs="?", default="leaf-spine", help=TOPOLOGY_HELP)
     ap.add_argument("--target", choices=("embedded", "bmv2"), default=None)
     ap.add_argument("--results", default="results")
+    ap.add_argument("--secure", action="store_true",
+                    help="P4Runtime over mutual TLS from a CA made in RUN/pki (as `run`)")
     args = ap.parse_args(argv)
     try:
         from mininet.cli import CLI
@@ -180,7 +182,7 @@ def cli_main(argv: list[str]) -> int:
 
         topo = resolve_topology(args.topology)
         cfg = RunConfig(topo=topo, target=resolve_target(args.target),
-                        workload=Workload("none", ()), cc=topo.fabric.cc,
+                        workload=Workload("none", ()), cc=topo.fabric.cc, secure=args.secure,
                         run_dir=Path(args.results) / time.strftime(f"cli-%Y%m%d-%H%M%S-{topo.name}"))
         run = FabricRun(cfg)
         old_term = signal.signal(signal.SIGTERM,
@@ -190,6 +192,8 @@ def cli_main(argv: list[str]) -> int:
             assert run.fnet is not None and run.fnet.net is not None
             print("hosts: " + ", ".join(f"{h} = {run.fnet.node_name(h)} ({topo.hosts[h].ip})"
                                         for h in topo.hosts))
+            if run.pki is not None:
+                print(f"fabricctl reaches the switches with: {run.pki.fabricctl_args()}")
             CLI(run.fnet.net)
         finally:
             run.tear_down()

@@ -20,6 +20,10 @@ import os
 import sys
 from typing import Any
 
+# gRPC's core logs each refused TLS handshake on stderr at info level, before fabricctl's own
+# error line says why; it reads the setting once, when grpc is first imported (below).
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from controlplane.addresses import (
     GRPC_BASE,
     THRIFT_BASE,

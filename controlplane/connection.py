@@ -158,12 +158,13 @@ class SwitchConnection(PacketIO, Writes):
         except grpc.FutureTimeoutError:
             # A refused TLS handshake (wrong CA, no client certificate, plaintext on one side)
             # looks like silence to channel_ready_future: ask gRPC why.
-            why = unreachable_reason(channel) if self.tls is not None else None
+            why = unreachable_reason(channel, self.tls is not None)
             channel.close()
+            over = " over TLS" if self.tls is not None else ""
             raise SwitchUnavailableError(
                 f"cannot connect to {self.who} (device_id "
-                f"{self.device_id}): no answer within {self.timeout:g}s"
-                f"{f' over TLS ({why})' if why else ''}") from None
+                f"{self.device_id}): no answer within {self.timeout:g}s{over}"
+                f"{f' ({why})' if why else ''}") from None
         self._channel = channel
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
         self._requests = queue.Queue()

@@ -9,6 +9,7 @@ the client's certificate for a switch started with ``--grpc-server-with-client-a
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,18 +67,39 @@ def open_channel(addr: str, tls: ClientTls | None,
     return grpc.secure_channel(addr, tls.credentials(), options=list(options))
 
 
-def unreachable_reason(channel: grpc.Channel, timeout: float = 2.0) -> str | None:
-    """Why gRPC cannot reach the switch (e.g. a refused TLS handshake), from one RPC that
-    needs no arbitration; None when it now answers or says nothing useful."""
+def unreachable_reason(channel: grpc.Channel, tls: bool, timeout: float = 2.0) -> str | None:
+    """Why gRPC cannot reach the switch, from one RPC that needs no arbitration, with what
+    it usually means for a refused TLS handshake; None when it says nothing useful."""
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
     try:
         p4runtime_pb2_grpc.P4RuntimeStub(channel).Capabilities(
             p4runtime_pb2.CapabilitiesRequest(), timeout=timeout)
     except grpc.RpcError as err:
-        details = (err.details() or "").rpartition("last error: ")[2].strip()
-        return f"{err.code().name}: {details}" if details else None
+        return _explain_handshake(err.details() or "", tls)
     return None
+
+
+def _explain_handshake(details: str, tls: bool) -> str | None:
+    # gRPC's text: "failed to connect to all addresses; last error: CODE: ipv4:ADDR: WHAT"
+    what = details.rpartition("last error: ")[2].strip()
+    what = re.sub(r"^[A-Z_]+: ", "", what)
+    what = re.sub(r"^ipv[46]:\S+: ", "", what).removesuffix(": OK")
+    what = what.rpartition("OPENSSL_internal:")[2] or what
+    if not what:
+        return None
+    if "Connection refused" in what:
+        hint = ""
+    elif not tls:
+        hint = "; the switch may serve TLS only: try --ssl" if "Socket closed" in what else ""
+    elif "Socket closed" in what:
+        hint = ("; the switch closed the handshake: it wants a client certificate of its CA "
+                "(--cert/--private-key)")
+    elif "WRONG_VERSION_NUMBER" in what:
+        hint = "; the switch does not serve TLS: try without --ssl"
+    else:
+        hint = "; the switch's certificate does not verify against --cacert"
+    return what + hint
 
 
 def add_tls_options(parser: argparse.ArgumentParser) -> None:

@@ -4,6 +4,7 @@ ClientTls, and p4runtime-shell's own client with its own TLS options."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -53,24 +54,27 @@ def test_fabricctl_pushes_and_reads_over_mutual_tls(secure, capsys) -> None:
     assert "10.1.0.0/16" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("flags", [
-    ["--ssl", "--cacert", "{w}/pki/ca.crt"],  # no client certificate
-    ["--ssl", "--cacert", "{w}/pki/ca.crt", "--cert", "{w}/other/controller.crt",
-     "--private-key", "{w}/other/controller.key"],  # a certificate of another CA
-    [],  # plaintext
-], ids=["no-client-cert", "other-ca-cert", "plaintext"])
-def test_fabricctl_refused_without_a_good_certificate(secure, capsys, flags) -> None:
+@pytest.mark.parametrize("flags, hint", [
+    (["--ssl", "--cacert", "{w}/pki/ca.crt"], "wants a client certificate of its CA"),
+    (["--ssl", "--cacert", "{w}/pki/ca.crt", "--cert", "{w}/other/controller.crt",
+      "--private-key", "{w}/other/controller.key"], "wants a client certificate of its CA"),
+    (["--ssl", "--cacert", "{w}/other/ca.crt", "--cert", "{w}/pki/controller.crt",
+      "--private-key", "{w}/pki/controller.key"], "does not verify against --cacert"),
+    ([], "may serve TLS only: try --ssl"),
+], ids=["no-client-cert", "other-ca-cert", "wrong-ca", "plaintext"])
+def test_fabricctl_refused_without_a_good_certificate(secure, capsys, flags, hint) -> None:
     server, work, _, _ = secure
     rc = main(["--switch", server.addr, "--timeout", "1",
                *[f.format(w=work) for f in flags], "tables"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "cannot connect" in err, err
+    assert hint in err, err
 
 
 def test_connection_names_the_refused_handshake(secure) -> None:
     server, work, _, _ = secure
     tls = ClientTls(work / "pki" / "ca.crt")
-    with pytest.raises(SwitchUnavailableError, match="over TLS \\(UNAVAILABLE"):
+    with pytest.raises(SwitchUnavailableError, match="over TLS \\(Socket closed"):
         SwitchConnection(server.addr, timeout=1, reconnect=False, tls=tls).connect()
 
 
@@ -122,3 +126,20 @@ def test_p4runtime_shell_own_tls_options_work_against_p4sim(secure) -> None:
     finally:
         shell.teardown()
     assert (bytes([10, 7, 0, 0]), 16) in found, found
+
+
+def test_fabricctl_process_prints_one_line_for_a_refused_handshake(secure) -> None:
+    """The whole stderr of the command, gRPC's own logging included (it writes to fd 2)."""
+    import subprocess
+
+    server, work, _, _ = secure
+    proc = subprocess.run(
+        [sys.executable, "-m", "controlplane.cli", "--switch", server.addr, "--timeout", "1",
+         "--ssl", "--cacert", str(work / "other" / "ca.crt"), "--cert",
+         str(work / "pki" / "controller.crt"), "--private-key",
+         str(work / "pki" / "controller.key"), "tables"],
+        capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"})
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "does not verify against --cacert" in proc.stderr

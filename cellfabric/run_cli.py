@@ -193,7 +193,11 @@ def cli_main(argv: list[str]) -> int:
             print("hosts: " + ", ".join(f"{h} = {run.fnet.node_name(h)} ({topo.hosts[h].ip})"
                                         for h in topo.hosts))
             if run.pki is not None:
-                print(f"fabricctl reaches the switches with: {run.pki.fabricctl_args()}")
+                first = next(iter(topo.switches.values()))
+                print(f"P4Runtime is mutual TLS: fabricctl --switch "
+                      f"{run.fnet.switch(first.name).grpc_addr},{first.device_id} "
+                      f"{run.pki.fabricctl_args()} --election-id 0,0 tables (a backup: "
+                      "the controller holds 0,1)")
             CLI(run.fnet.net)
         finally:
             run.tear_down()

@@ -13,9 +13,10 @@ arguments, queues, egress ports; ``--log-level`` (trace, debug, info, warn, erro
 trace) filters it. Without either, the packet path is built without any trace hook.
 
 Target options after ``--`` (``--grpc-server-addr``, the five ``--grpc-server-ssl`` ... TLS
-options, ``--cpu-port``, ``--priority-queues``) are accepted as simple_switch_grpc takes them. Every other option of simple_switch_grpc 1.15.5's
-``--help`` is accepted with its arity (``IGNORED_OPTIONS``) and noted once at start as ignored,
-so a value such as ``--nanolog ipc://...``'s is never taken for the JSON file.
+options, ``--cpu-port``, ``--priority-queues``) are accepted as simple_switch_grpc takes them.
+Every other option of simple_switch_grpc 1.15.5's ``--help`` is accepted with its arity
+(``IGNORED_OPTIONS``) and noted once at start as ignored, so a value such as
+``--nanolog ipc://...``'s is never taken for the JSON file.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ import gc
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from p4sim.switch.admin import DEFAULT_PORT, AdminServer
 from p4sim.switch.api import ApiError
+
+if TYPE_CHECKING:  # the gRPC modules load only when a server is started
+    from p4sim.switch.p4runtime.tls import ServerTls
 
 DEFAULT_GRPC = "0.0.0.0:9559"
 # What `--version` and `--json-version` print: the BMv2 release whose command line this one
@@ -205,7 +209,7 @@ def _admin(dp: Any, ns: argparse.Namespace) -> AdminServer | None:
     return admin
 
 
-def _server_tls(ns: argparse.Namespace) -> Any:
+def _server_tls(ns: argparse.Namespace) -> ServerTls | None:
     """The gRPC server's TLS settings (None: plaintext), checked as BMv2 checks them."""
     if not (ns.grpc_server_ssl or ns.grpc_server_cacert or ns.grpc_server_cert
             or ns.grpc_server_key or ns.grpc_server_with_client_auth):
@@ -225,7 +229,8 @@ def _server_tls(ns: argparse.Namespace) -> Any:
     return tls
 
 
-def _grpc(dp: Any, ns: argparse.Namespace, grpc_addr: str, tls: Any = None) -> Any:
+def _grpc(dp: Any, ns: argparse.Namespace, grpc_addr: str,
+          tls: ServerTls | None = None) -> Any:
     """The P4Runtime server, or None when it is not installed and was not asked for."""
     try:
         from p4sim.switch.p4runtime.server import serve
@@ -257,7 +262,7 @@ def _port_free(grpc_addr: str) -> bool:
 
 
 def _run(dp: Any, ns: argparse.Namespace, ifaces: dict[int, str], stop: threading.Event,
-         tls: Any = None) -> int:
+         tls: ServerTls | None = None) -> int:
     from p4sim.switch.ports import PortIO
 
     try:

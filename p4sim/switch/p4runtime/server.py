@@ -191,6 +191,6 @@ def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None,
         port = 0
     if port == 0:
         device.close()
-        raise OSError(f"cannot listen on {grpc_addr}")
+        raise OSError(f"cannot listen on {grpc_addr} (in use, or not an address of this host?)")
     server.start()
     return ServerHandle(server, device, port)

@@ -53,3 +53,22 @@ def test_run_pki_files(run_pki) -> None:
     args = pki.switch_args("l1")
     assert args[args.index("--grpc-server-cert") + 1] == str(folder / "switch-l1.crt")
     assert "--grpc-server-with-client-auth" in args
+
+
+@pytest.mark.parametrize("argv, secure", [(["--secure"], True), ([], False)])
+def test_run_secure_flag_reaches_the_run_config(monkeypatch, tmp_path: Path, argv: list[str],
+                                               secure: bool) -> None:
+    pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
+    import cellfabric.emulation.runner as runner
+    from cellfabric.run_cli import run_main
+
+    seen = []
+
+    def fake_execute(cfg: runner.RunConfig):
+        seen.append(cfg)
+        raise runner.RunError("stopped by the test")
+
+    monkeypatch.setattr(runner, "execute", fake_execute)
+    assert run_main(["leaf-spine", "--target", "embedded", "--results", str(tmp_path),
+                     *argv]) == 2
+    assert [cfg.secure for cfg in seen] == [secure]

@@ -129,6 +129,10 @@ def run_main(argv: list[str]) -> int:
                     help="switch packet logs under the run folder (BMv2: info level, at most "
                          "50 MB per switch); off by default, as they slow BMv2 20-36x")
     ap.add_argument("--step-timeout", type=float, default=120.0)
+    ap.add_argument("--secure", action="store_true",
+                    help="P4Runtime over mutual TLS: a CA made for the run in RUN/pki signs "
+                         "every switch's certificate and the controller's; a client without "
+                         "one cannot connect")
     ap.add_argument("--trace-sample", type=int, default=0, metavar="N",
                     help="trace 1 packet in N at every switch to RESULTS/traces/ (real BMv2 "
                          "cannot sample: it logs every packet, which slows it) "
@@ -145,7 +149,7 @@ def run_main(argv: list[str]) -> int:
             f"%Y%m%d-%H%M%S-{topo.name}-{args.workload}-{topo.fabric.spray}-{topo.fabric.cc}")
         cfg = RunConfig(topo=topo, target=target, workload=workload, cc=topo.fabric.cc,
                         run_dir=run_dir, events=events, pcap=args.pcap,
-                        switch_log=args.switch_log,
+                        switch_log=args.switch_log, secure=args.secure,
                         step_timeout_s=args.step_timeout,
                         credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled))
         metrics, path = execute(cfg)
@@ -167,6 +171,8 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("topology", nargs="?", default="leaf-spine", help=TOPOLOGY_HELP)
     ap.add_argument("--target", choices=("embedded", "bmv2"), default=None)
     ap.add_argument("--results", default="results")
+    ap.add_argument("--secure", action="store_true",
+                    help="P4Runtime over mutual TLS from a CA made in RUN/pki (as `run`)")
     args = ap.parse_args(argv)
     try:
         from mininet.cli import CLI
@@ -176,7 +182,7 @@ def cli_main(argv: list[str]) -> int:
 
         topo = resolve_topology(args.topology)
         cfg = RunConfig(topo=topo, target=resolve_target(args.target),
-                        workload=Workload("none", ()), cc=topo.fabric.cc,
+                        workload=Workload("none", ()), cc=topo.fabric.cc, secure=args.secure,
                         run_dir=Path(args.results) / time.strftime(f"cli-%Y%m%d-%H%M%S-{topo.name}"))
         run = FabricRun(cfg)
         old_term = signal.signal(signal.SIGTERM,
@@ -186,6 +192,12 @@ def cli_main(argv: list[str]) -> int:
             assert run.fnet is not None and run.fnet.net is not None
             print("hosts: " + ", ".join(f"{h} = {run.fnet.node_name(h)} ({topo.hosts[h].ip})"
                                         for h in topo.hosts))
+            if run.pki is not None:
+                first = next(iter(topo.switches.values()))
+                print(f"P4Runtime is mutual TLS: fabricctl --switch "
+                      f"{run.fnet.switch(first.name).grpc_addr},{first.device_id} "
+                      f"{run.pki.fabricctl_args()} --election-id 0,0 tables (a backup: "
+                      "the controller holds 0,1)")
             CLI(run.fnet.net)
         finally:
             run.tear_down()

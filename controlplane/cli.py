@@ -20,6 +20,10 @@ import os
 import sys
 from typing import Any
 
+# gRPC's core logs each refused TLS handshake on stderr at info level, before fabricctl's own
+# error line says why; it reads the setting once, when grpc is first imported (below).
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from controlplane.addresses import (
     GRPC_BASE,
     THRIFT_BASE,
@@ -45,6 +49,7 @@ from controlplane.cli_fabric import cmd_fabric
 from controlplane.cli_format import render_table
 from controlplane.connection import SwitchConnection
 from controlplane.errors import ControlPlaneError
+from controlplane.tls import add_tls_options, tls_from_args
 
 EXIT_BAD_INPUT = 2
 
@@ -62,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--election-id", default="0,1", help="HIGH,LOW or LOW (default 0,1)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the switch")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_tls_options(p)
     p.add_argument("--admin", help="HOST:PORT of the switch's admin channel (Thrift port for "
                    f"BMv2; default: the switch's host, port {DEFAULT_ADMIN_PORT})")
     p.add_argument("--admin-tool", choices=["auto", "p4sim", "bmv2"], default="auto",
@@ -179,6 +185,9 @@ def cmd_shell(args: argparse.Namespace) -> int:
     high, low = _election_id(args.election_id)
     argv = [sys.executable, "-m", "p4runtime_sh", "--grpc-addr", target.grpc_addr,
             "--device-id", str(target.device_id), "--election-id", f"{high},{low}"]
+    tls = tls_from_args(args)
+    if tls is not None:
+        argv += tls.shell_args()
     os.execv(sys.executable, argv)
     return 0  # not reached
 
@@ -204,15 +213,16 @@ def run_one(args: argparse.Namespace, target: SwitchAddress) -> Any:
     if args.cmd == "queues":
         return cmd_queues(args, target)
     election = _election_id(args.election_id)
+    tls = tls_from_args(args)
     conn = SwitchConnection(target.grpc_addr, target.device_id, election, name=target.name,
-                            reconnect=False, timeout=args.timeout)
+                            reconnect=False, timeout=args.timeout, tls=tls)
     try:
         with conn as sw:
             if args.cmd == "registers":
                 return cmd_registers(sw, args, lambda: admin_channel(args, target))
             return COMMANDS[args.cmd](sw, args)
     except ControlPlaneError as err:
-        raise explain(err, target, election, conn.primary_election_id) from None
+        raise explain(err, target, election, conn.primary_election_id, tls) from None
 
 
 def run_fabric(args: argparse.Namespace) -> int:

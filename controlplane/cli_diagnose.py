@@ -14,14 +14,16 @@ from controlplane.errors import (
     NotPrimaryError,
     P4RuntimeError,
 )
+from controlplane.tls import ClientTls, open_channel
 
 PROBED_DEVICE_IDS = range(0, 65)  # a topology numbers its switches from 1
 
 
-def served_device_id(addr: str, not_this: int, timeout: float = 2.0) -> int | None:
+def served_device_id(addr: str, not_this: int, timeout: float = 2.0,
+                     tls: ClientTls | None = None) -> int | None:
     """The device id that has a pipeline on the switch at ``addr`` (other than ``not_this``).
     GetForwardingPipelineConfig needs no arbitration, so this disturbs no controller."""
-    with grpc.insecure_channel(addr) as channel:
+    with open_channel(addr, tls) as channel:
         stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
         for dev in PROBED_DEVICE_IDS:
             if dev == not_this:
@@ -41,12 +43,13 @@ def served_device_id(addr: str, not_this: int, timeout: float = 2.0) -> int | No
 
 
 def explain(err: ControlPlaneError, target: SwitchAddress, election: tuple[int, int],
-            primary_election: tuple[int, int] | None = None) -> ControlPlaneError:
+            primary_election: tuple[int, int] | None = None,
+            tls: ClientTls | None = None) -> ControlPlaneError:
     """``err`` with its cause spelled out when it is a device-id or election-id mismatch."""
     dev, addr = target.device_id, target.grpc_addr
     hint = f"pass --device-id N (or --switch {addr},N)"
     if isinstance(err, P4RuntimeError) and "trying to assign device" in err.server_message:
-        other = _served(addr, dev)
+        other = _served(addr, dev, tls)
         serves = f"it serves device id {other}" if other is not None else \
             "it was started with another --device-id (cellfabric's runner starts switch N " \
             "as device N)"
@@ -55,7 +58,7 @@ def explain(err: ControlPlaneError, target: SwitchAddress, election: tuple[int, 
     no_pipeline = isinstance(err, NoPipelineError) or (
         isinstance(err, P4RuntimeError) and err.code == "FAILED_PRECONDITION")
     if no_pipeline:
-        other = _served(addr, dev)
+        other = _served(addr, dev, tls)
         if other is not None:
             return ControlPlaneError(f"switch at {addr} has no pipeline on device id {dev} but "
                                      f"has one on device id {other}: pass --device-id {other} "
@@ -68,8 +71,8 @@ def explain(err: ControlPlaneError, target: SwitchAddress, election: tuple[int, 
     return err
 
 
-def _served(addr: str, dev: int) -> int | None:
+def _served(addr: str, dev: int, tls: ClientTls | None = None) -> int | None:
     try:
-        return served_device_id(addr, dev)
+        return served_device_id(addr, dev, tls=tls)
     except (grpc.RpcError, ValueError):
         return None

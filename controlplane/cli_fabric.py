@@ -21,6 +21,7 @@ from controlplane.cli_commands import UsageError
 from controlplane.cli_format import render_table
 from controlplane.errors import ControlPlaneError
 from controlplane.fabric import Fabric
+from controlplane.tls import tls_from_args
 
 DEFAULT_P4INFO = Path("build/fabric.p4info.txtpb")
 DEFAULT_JSON = Path("build/fabric.json")
@@ -51,7 +52,8 @@ def _load(args: argparse.Namespace) -> tuple[Any, Fabric, dict[str, str]]:
                              "give --p4info/--bmv2-json)")
     addrs = topology_addresses(args.topology, args.grpc_base, args.thrift_base)
     fabric = Fabric({n: (a.grpc_addr, a.device_id) for n, a in addrs.items()},
-                    _election(args), reconnect=False, timeout=args.timeout)
+                    _election(args), reconnect=False, timeout=args.timeout,
+                    tls=tls_from_args(args))
     admin = {n: a.admin_addr or "" for n, a in addrs.items()}
     return topo, fabric, admin
 

@@ -36,6 +36,7 @@ from controlplane.packetio import PacketIO
 from controlplane.readback import Verification
 from controlplane.resync import restore_after_restart
 from controlplane.state import IntendedState
+from controlplane.tls import ClientTls, open_channel, unreachable_reason
 from controlplane.writes import MAX_METADATA, Writes
 
 log = logging.getLogger("controlplane")
@@ -57,14 +58,16 @@ class SwitchConnection(PacketIO, Writes):
     ``election_id`` is (high, low) as in the spec; the highest id among connected clients is
     primary. With ``reconnect=True`` a broken stream is re-established in the background; if the
     switch came back without our pipeline, the pipeline and everything written through this
-    connection are pushed again and ``on_resync(conn, n_entities)`` is called.
+    connection are pushed again and ``on_resync(conn, n_entities)`` is called. ``tls``: connect
+    over TLS (with a client certificate: mutual TLS) instead of plaintext.
     """
 
     def __init__(self, addr: str, device_id: int = 0, election_id: tuple[int, int] = (0, 1),
                  name: str | None = None, *, reconnect: bool = True,
                  on_resync: ResyncCallback | None = None, timeout: float = 5.0,
-                 max_metadata: int = MAX_METADATA) -> None:
+                 max_metadata: int = MAX_METADATA, tls: ClientTls | None = None) -> None:
         self.addr = addr
+        self.tls = tls
         self.max_metadata = max_metadata  # bytes of response metadata accepted (gRPC: 16 KiB)
         self.device_id = device_id
         self.election_id = election_id
@@ -145,7 +148,7 @@ class SwitchConnection(PacketIO, Writes):
 
     def _open_stream(self) -> None:
         self._drop_stream()
-        channel = grpc.insecure_channel(self.addr, options=[
+        channel = open_channel(self.addr, self.tls, options=[
             ("grpc.max_receive_message_length", 64 << 20),
             ("grpc.max_send_message_length", 64 << 20),
             ("grpc.max_metadata_size", self.max_metadata),
@@ -153,10 +156,15 @@ class SwitchConnection(PacketIO, Writes):
         try:
             grpc.channel_ready_future(channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:
+            # A refused TLS handshake (wrong CA, no client certificate, plaintext on one side)
+            # looks like silence to channel_ready_future: ask gRPC why.
+            why = unreachable_reason(channel, self.tls is not None)
             channel.close()
+            over = " over TLS" if self.tls is not None else ""
             raise SwitchUnavailableError(
                 f"cannot connect to {self.who} (device_id "
-                f"{self.device_id}): no answer within {self.timeout:g}s") from None
+                f"{self.device_id}): no answer within {self.timeout:g}s{over}"
+                f"{f' ({why})' if why else ''}") from None
         self._channel = channel
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
         self._requests = queue.Queue()

@@ -9,6 +9,7 @@ from typing import TypeVar
 from controlplane.channel import ChannelSet
 from controlplane.connection import ResyncCallback, SwitchConnection
 from controlplane.errors import ControlPlaneError
+from controlplane.tls import ClientTls
 
 T = TypeVar("T")
 
@@ -26,17 +27,19 @@ class FabricError(ControlPlaneError):
 class Fabric(ChannelSet[SwitchConnection]):
     """A pool of :class:`SwitchConnection`, one per switch, keyed by name.
 
-    ``switches`` maps a name to ``"addr"`` or ``(addr, device_id)``."""
+    ``switches`` maps a name to ``"addr"`` or ``(addr, device_id)``; ``tls`` is every
+    connection's TLS (None: plaintext)."""
 
     def __init__(self, switches: Mapping[str, str | tuple[str, int]],
                  election_id: tuple[int, int] = (0, 1), *, reconnect: bool = True,
-                 on_resync: ResyncCallback | None = None, timeout: float = 5.0) -> None:
+                 on_resync: ResyncCallback | None = None, timeout: float = 5.0,
+                 tls: ClientTls | None = None) -> None:
         self.connections: dict[str, SwitchConnection] = {}
         for name, spec in switches.items():
             addr, device_id = (spec, 0) if isinstance(spec, str) else spec
             self.connections[name] = SwitchConnection(
                 addr, device_id, election_id, name, reconnect=reconnect, on_resync=on_resync,
-                timeout=timeout)
+                timeout=timeout, tls=tls)
 
     def run(self, fn: Callable[[SwitchConnection], T], what: str = "operation") -> dict[str, T]:
         """``fn(conn)`` on every switch concurrently; raises FabricError if any failed (after

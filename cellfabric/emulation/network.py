@@ -17,6 +17,7 @@ from mininet.net import Mininet
 from mininet.node import Host
 
 from cellfabric.emulation.nodes import P4Switch
+from cellfabric.emulation.secure import RunPki
 from netlab.hosts import port_free
 from topologies.model import GRPC_BASE, THRIFT_BASE, Topology
 
@@ -34,6 +35,7 @@ class FabricNet:
     grpc_base: int = GRPC_BASE
     thrift_base: int = THRIFT_BASE
     net: Mininet | None = None
+    pki: RunPki | None = None  # --secure: every switch serves mutual TLS with this run's CA
 
     def __post_init__(self) -> None:
         # Several fabrics may run on one machine (a user's and a test's): when the usual
@@ -61,6 +63,7 @@ class FabricNet:
                 thrift_port=self.thrift_base + sw.device_id, json_path=self.json_path,
                 priority_queues=self.priority_queues, log_dir=log_dir,
                 switch_log=self.switch_log,
+                tls_args=self.pki.switch_args(sw.name) if self.pki else None,
                 pcap_dir=str(self.run_dir / "pcap" / sw.name) if self.pcap else None,
             )
         for host in self.topo.hosts.values():

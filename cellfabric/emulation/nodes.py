@@ -88,7 +88,10 @@ class P4Switch(ProcessSwitch):
 
     Ports keep Mininet's numbers (from 1), which are the topology file's port numbers. The
     gRPC server listens on 127.0.0.1:``grpc_port`` in the root namespace, where the controller
-    runs; ``thrift_port`` is the runtime admin channel (queue rates and depths).
+    runs: loopback, so no process in a host's namespace can reach it (its 127.0.0.1 is its
+    own), for both targets, whose default is 0.0.0.0. ``thrift_port`` is the runtime admin
+    channel (queue rates and depths). ``tls_args``: the gRPC server's TLS options
+    (cellfabric.emulation.secure), target options that go after ``--``.
     """
 
     def __init__(
@@ -103,9 +106,11 @@ class P4Switch(ProcessSwitch):
         priority_queues: int = 0,
         pcap_dir: str | None = None,
         switch_log: bool = False,
+        tls_args: list[str] | None = None,
         **params,
     ) -> None:
         super().__init__(name, **params)
+        self.tls_args = list(tls_args or [])
         self.switch_log = switch_log
         self.target = target
         self.device_id = device_id
@@ -163,11 +168,12 @@ class P4Switch(ProcessSwitch):
                 traces.mkdir(parents=True, exist_ok=True)
                 extra += ["--trace-file", str(traces / f"{self.name}.jsonl"),
                           "--trace-sample", sample]
+        # switch_argv ends with the target options (after "--"), where BMv2 takes TLS's.
         return switch_argv(
             self.target, self.port_map(), self.grpc_addr, device_id=self.device_id,
             cpu_port=self.cpu_port, json=self.json_path, extra=extra,
             thrift_port=self.thrift_port, priority_queues=self.priority_queues,
-        )
+        ) + self.tls_args
 
     def wait_ready(self, timeout: float = 30.0) -> bool:
         """True once the gRPC server accepts connections (False if the process died)."""

@@ -42,6 +42,7 @@ from cellfabric.core.workloads import Workload
 from cellfabric.emulation.admin import SwitchAdmin
 from cellfabric.emulation.monitor import FabricMonitor
 from cellfabric.emulation.network import FabricNet
+from cellfabric.emulation.secure import RunPki
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FabricController
 from controlplane.fabric_plan import QueuePlan
@@ -67,6 +68,7 @@ class RunConfig:
     step_timeout_s: float = 120.0
     progress: bool = True
     credit_unscheduled: int | None = None  # --credit-unscheduled (None: auto)
+    secure: bool = False  # --secure: mutual TLS on every switch's P4Runtime (RUN/pki)
 
 
 def _say(msg: str) -> None:
@@ -96,6 +98,7 @@ class FabricRun:
         self._timers: list[threading.Timer] = []
         self._qp = 1  # the next flow's queue pair number (unique over the whole workload)
         self.out = cfg.run_dir / "hosts"
+        self.pki: RunPki | None = None
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -103,9 +106,12 @@ class FabricRun:
         build = cfg.run_dir / "build"
         _say(f"[1/5] compiling {FABRIC_P4.relative_to(ROOT)} for {cfg.target}")
         json_path, p4info = compile_p4(FABRIC_P4, build, target=cfg.target)
-        _say(f"[2/5] starting {len(topo.switches)} switches and {len(topo.hosts)} hosts")
+        if cfg.secure:
+            self.pki = RunPki.create(cfg.run_dir / "pki", list(topo.switches))
+        secured = f" (P4Runtime over mutual TLS, CA in {cfg.run_dir / 'pki'})" if self.pki else ""
+        _say(f"[2/5] starting {len(topo.switches)} switches and {len(topo.hosts)} hosts{secured}")
         self.fnet = FabricNet(topo, cfg.target, None, cfg.run_dir, pcap=cfg.pcap,
-                              switch_log=cfg.switch_log)
+                              switch_log=cfg.switch_log, pki=self.pki)
         self.fnet.build()
         dead = self.fnet.start()
         if dead:
@@ -116,7 +122,8 @@ class FabricRun:
             for name in topo.switches}
         self.fabric = Fabric({
             name: (self.fnet.switch(name).grpc_addr, sw.device_id)
-            for name, sw in topo.switches.items()}, reconnect=False)
+            for name, sw in topo.switches.items()}, reconnect=False,
+            tls=self.pki.client_tls() if self.pki else None)
         self.fabric.connect()
         _say("[3/5] installing tables, groups and queue settings")
         self.controller = FabricController(
@@ -264,6 +271,8 @@ class FabricRun:
         m = RunMetrics(run=run_header(cfg.run_dir.name, topo, cfg.target, cfg.workload,
                                       cfg.cc, self.event_log, t0=self.t0,
                                       failures=self.failures))
+        if cfg.secure:
+            m.run["p4runtime"] = "mutual TLS"
         if self.monitor is not None:
             m.links = self.monitor.samples.link_samples(self.topo)
             m.queues = self.monitor.samples.queue_samples()

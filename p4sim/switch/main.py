@@ -1,7 +1,9 @@
 """`p4sim switch`: a BMv2-JSON software switch taking simple_switch_grpc's command line.
 
     p4sim switch [--device-id N] -i 0@veth0 -i 1@veth2 ... [--cpu-port N] [--no-p4 | PROG.json]
-                 [--grpc-server-addr 127.0.0.1:9559] [--pcap DIR] [--log-console]
+                 [--grpc-server-addr 127.0.0.1:9559] [--grpc-server-ssl
+                 --grpc-server-cert PEM --grpc-server-key PEM [--grpc-server-cacert PEM]
+                 [--grpc-server-with-client-auth]] [--pcap DIR] [--log-console]
                  [--log-file PATH] [-L|--log-level LEVEL] [--log-flush]
                  [--priority-queues N] [--thrift-port N] [-- TARGET OPTIONS]
 
@@ -10,10 +12,11 @@ log (p4sim.switch.trace): parser states, tables hit or missed with the entry, ac
 arguments, queues, egress ports; ``--log-level`` (trace, debug, info, warn, error, off; default
 trace) filters it. Without either, the packet path is built without any trace hook.
 
-Target options after ``--`` (``--grpc-server-addr``, ``--cpu-port``, ``--priority-queues``) are
-accepted as simple_switch_grpc takes them. Every other option of simple_switch_grpc 1.15.5's
-``--help`` is accepted with its arity (``IGNORED_OPTIONS``) and noted once at start as ignored,
-so a value such as ``--nanolog ipc://...``'s is never taken for the JSON file.
+Target options after ``--`` (``--grpc-server-addr``, the five ``--grpc-server-ssl`` ... TLS
+options, ``--cpu-port``, ``--priority-queues``) are accepted as simple_switch_grpc takes them.
+Every other option of simple_switch_grpc 1.15.5's ``--help`` is accepted with its arity
+(``IGNORED_OPTIONS``) and noted once at start as ignored, so a value such as
+``--nanolog ipc://...``'s is never taken for the JSON file.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ import gc
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from p4sim.switch.admin import DEFAULT_PORT, AdminServer
 from p4sim.switch.api import ApiError
+
+if TYPE_CHECKING:  # the gRPC modules load only when a server is started
+    from p4sim.switch.p4runtime.tls import ServerTls
 
 DEFAULT_GRPC = "0.0.0.0:9559"
 # What `--version` and `--json-version` print: the BMv2 release whose command line this one
@@ -53,11 +59,6 @@ IGNORED_OPTIONS: dict[str, tuple[int, str]] = {
     "--load-modules": (1, "extern modules (.so) cannot be loaded"),
     "--enable-swap": (0, "JSON swapping is always on"),
     "--disable-swap": (0, "JSON swapping is always on"),
-    "--grpc-server-ssl": (0, "the gRPC server serves plaintext only"),
-    "--grpc-server-cacert": (1, "the gRPC server serves plaintext only"),
-    "--grpc-server-cert": (1, "the gRPC server serves plaintext only"),
-    "--grpc-server-key": (1, "the gRPC server serves plaintext only"),
-    "--grpc-server-with-client-auth": (0, "the gRPC server serves plaintext only"),
     "--drop-port": (1, "the drop port stays 511"),
     "--dp-grpc-server-addr": (1, "no gRPC data-plane channel"),
     "--max-mc-groups": (1, "multicast groups are not limited"),
@@ -74,6 +75,16 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--cpu-port", type=int, default=None)
     ap.add_argument("--no-p4", action="store_true")
     ap.add_argument("--grpc-server-addr", default=None)
+    # TLS, as simple_switch_grpc takes it (p4sim.switch.p4runtime.tls says how they combine)
+    ap.add_argument("--grpc-server-ssl", action="store_true",
+                    help="enable SSL/TLS for the gRPC server")
+    ap.add_argument("--grpc-server-cacert", default=None, metavar="PEM",
+                    help="CA certificate to verify clients against")
+    ap.add_argument("--grpc-server-cert", default=None, metavar="PEM",
+                    help="server certificate")
+    ap.add_argument("--grpc-server-key", default=None, metavar="PEM", help="server key")
+    ap.add_argument("--grpc-server-with-client-auth", action="store_true",
+                    help="require a client certificate from the CA (mutual TLS)")
     ap.add_argument("--pcap", nargs="?", const=".", default=None, metavar="DIR")
     ap.add_argument("--log-console", action="store_true")
     ap.add_argument("--log-file", default=None, metavar="PATH")
@@ -198,22 +209,60 @@ def _admin(dp: Any, ns: argparse.Namespace) -> AdminServer | None:
     return admin
 
 
-def _grpc(dp: Any, ns: argparse.Namespace, grpc_addr: str) -> Any:
+def _server_tls(ns: argparse.Namespace) -> ServerTls | None:
+    """The gRPC server's TLS settings (None: plaintext), checked as BMv2 checks them."""
+    if not (ns.grpc_server_ssl or ns.grpc_server_cacert or ns.grpc_server_cert
+            or ns.grpc_server_key or ns.grpc_server_with_client_auth):
+        return None
+    try:
+        from p4sim.switch.p4runtime.tls import TlsConfigError, server_tls
+    except ImportError as e:
+        raise _Exit(1, f"P4Runtime server unavailable ({e})") from None
+    try:
+        tls, warnings = server_tls(ns.grpc_server_ssl, ns.grpc_server_cacert,
+                                   ns.grpc_server_cert, ns.grpc_server_key,
+                                   ns.grpc_server_with_client_auth)
+    except TlsConfigError as e:
+        raise _Exit(1, str(e)) from None
+    for warning in warnings:
+        print(f"p4sim switch: warning: {warning}", file=sys.stderr)
+    return tls
+
+
+def _grpc(dp: Any, ns: argparse.Namespace, grpc_addr: str,
+          tls: ServerTls | None = None) -> Any:
     """The P4Runtime server, or None when it is not installed and was not asked for."""
     try:
         from p4sim.switch.p4runtime.server import serve
     except ImportError as e:
-        if ns.grpc_server_addr:
+        if ns.grpc_server_addr or tls is not None:
             raise _Exit(1, f"P4Runtime server unavailable ({e})") from None
         print(f"p4sim switch: warning: P4Runtime server unavailable ({e})", file=sys.stderr)
         return None
     try:
-        return serve(dp, grpc_addr)
+        return serve(dp, grpc_addr, tls=tls)
     except Exception as e:
-        raise _Exit(1, f"cannot start P4Runtime server at {grpc_addr}: {e}") from None
+        # gRPC cannot tell a port in use from a certificate it refuses: look at the port.
+        why = "gRPC refused the certificate and key (not a matching pair?)" \
+            if tls is not None and isinstance(e, OSError) and _port_free(grpc_addr) else e
+        raise _Exit(1, f"cannot start P4Runtime server at {grpc_addr}: {why}") from None
 
 
-def _run(dp: Any, ns: argparse.Namespace, ifaces: dict[int, str], stop: threading.Event) -> int:
+def _port_free(grpc_addr: str) -> bool:
+    """Whether ``grpc_addr`` could be bound now."""
+    import socket
+
+    host, _, port = grpc_addr.rpartition(":")
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as s:
+            s.bind((host.strip("[]") or "0.0.0.0", int(port)))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _run(dp: Any, ns: argparse.Namespace, ifaces: dict[int, str], stop: threading.Event,
+         tls: ServerTls | None = None) -> int:
     from p4sim.switch.ports import PortIO
 
     try:
@@ -227,7 +276,7 @@ def _run(dp: Any, ns: argparse.Namespace, ifaces: dict[int, str], stop: threadin
     try:
         admin = _admin(dp, ns)
         grpc_addr = ns.grpc_server_addr or DEFAULT_GRPC
-        server = _grpc(dp, ns, grpc_addr)
+        server = _grpc(dp, ns, grpc_addr, tls)
         # Per-packet objects die by reference counting; make the cyclic collector run rarely
         # and skip everything allocated at start-up (generated code, protobuf modules).
         gc.freeze()
@@ -237,6 +286,7 @@ def _run(dp: Any, ns: argparse.Namespace, ifaces: dict[int, str], stop: threadin
         port_list = ", ".join(f"{p}@{i}" for p, i in sorted(ifaces.items())) or "none"
         print(f"p4sim switch: device {ns.device_id} ports {port_list}"
               f"{' gRPC ' + grpc_addr if server is not None else ''}"
+              f"{(' TLS' + (' with client auth' if tls.client_auth else '')) if tls else ''}"
               f"{' admin 127.0.0.1:' + str(admin.port) if admin else ''}", flush=True)
         while not stop.wait(0.5):
             pass
@@ -262,11 +312,12 @@ def main(argv: list[str] | None = None) -> int:
             raise _Exit(2, str(e)) from None
         if ns.priority_queues < 1 or ns.priority_queues > 8:
             raise _Exit(2, "--priority-queues must be 1..8")
+        tls = _server_tls(ns)
         dp = _data_plane(ns)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        return _run(dp, ns, ifaces, stop)
+        return _run(dp, ns, ifaces, stop, tls)
     except _Exit as e:
         print(f"p4sim switch: error: {e}", file=sys.stderr)
         return e.code

@@ -80,12 +80,15 @@ class Client:
 
     ELECTION = 10
 
-    def __init__(self, addr: str, device_id: int, p4info_path: Path, json_path: Path) -> None:
+    def __init__(self, addr: str, device_id: int, p4info_path: Path, json_path: Path,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
         self.addr = addr
         self.device_id = device_id
         self.info = load_p4info(p4info_path)
         self.json = json_path.read_bytes()
-        self.channel = grpc.insecure_channel(addr, options=[("grpc.max_metadata_size", 8 << 20)])
+        options = [("grpc.max_metadata_size", 8 << 20)]
+        self.channel = grpc.insecure_channel(addr, options=options) if credentials is None \
+            else grpc.secure_channel(addr, credentials, options=options)  # TLS rows
         grpc.channel_ready_future(self.channel).result(timeout=20)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self.primary = Stream(self.stub, device_id, self.ELECTION)

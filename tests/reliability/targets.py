@@ -61,10 +61,12 @@ class SwitchProcess:
 
     def __init__(self, target: str, env: dict[str, str] | None, log: Path,
                  device_id: int = 1, port: int | None = None,
-                 interfaces: dict[int, str] | None = None) -> None:
+                 interfaces: dict[int, str] | None = None,
+                 target_args: list[str] | None = None) -> None:
         self.target, self.env, self.log, self.device_id = target, env, log, device_id
         self.port = port or free_port()
         self.interfaces = interfaces or {}
+        self.target_args = target_args or []  # after "--": e.g. the TLS rows' options
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -78,7 +80,7 @@ class SwitchProcess:
         for num, name in sorted(self.interfaces.items()):
             argv += ["-i", f"{num}@{name}"]
         return [*argv, "--no-p4", "--", "--grpc-server-addr", self.addr,
-                "--cpu-port", str(CPU_PORT)]
+                "--cpu-port", str(CPU_PORT), *self.target_args]
 
     def start(self, timeout: float = 30.0) -> SwitchProcess:
         with open(self.log, "ab") as out:

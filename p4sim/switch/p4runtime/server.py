@@ -23,6 +23,7 @@ from p4sim.switch.api import DataPlaneApi
 from .arbitration import Arbiter, Connection, election_id
 from .codec import FAILED_PRECONDITION, INTERNAL, P4RTError
 from .device import NO_PIPELINE, NOT_PRIMARY, Device
+from .tls import ServerTls
 
 log = logging.getLogger("p4sim.p4runtime")
 T = TypeVar("T")
@@ -168,10 +169,12 @@ class ServerHandle:
 
 
 def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None, *,
-          registers: bool = False, max_workers: int = 40) -> ServerHandle:
+          registers: bool = False, max_workers: int = 40,
+          tls: ServerTls | None = None) -> ServerHandle:
     """Start the P4Runtime server for ``dataplane`` on ``grpc_addr`` ("host:port", port 0 picks
     a free one). ``registers=True`` enables RegisterEntry reads/writes, which PI/BMv2 answer
-    with UNIMPLEMENTED (so the default keeps BMv2's behavior)."""
+    with UNIMPLEMENTED (so the default keeps BMv2's behavior). ``tls``: serve TLS (and, with
+    client auth, mutual TLS) instead of plaintext."""
     dev_id = dataplane.device_id if device_id is None else device_id
     device = Device(dataplane, dev_id, Arbiter(), registers=registers)
     server = grpc.server(
@@ -181,9 +184,13 @@ def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None,
                  ("grpc.max_metadata_size", MAX_MESSAGE),
                  ("grpc.so_reuseport", 0)])
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(P4RuntimeServicer(device), server)
-    port = server.add_insecure_port(grpc_addr)
+    try:
+        port = server.add_secure_port(grpc_addr, tls.credentials()) if tls is not None \
+            else server.add_insecure_port(grpc_addr)
+    except RuntimeError:  # gRPC raises "failed to bind" for a port in use or a bad cert/key
+        port = 0
     if port == 0:
         device.close()
-        raise OSError(f"cannot listen on {grpc_addr}")
+        raise OSError(f"cannot listen on {grpc_addr} (in use, or not an address of this host?)")
     server.start()
     return ServerHandle(server, device, port)

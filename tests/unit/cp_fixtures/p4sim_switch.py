@@ -22,8 +22,9 @@ class P4simSwitch:
     """One `p4sim switch --no-p4` process serving P4Runtime on 127.0.0.1:PORT."""
 
     def __init__(self, device_id: int = 0, port: int | None = None, log: Path | None = None,
-                 admin_port: int | None = None):
+                 admin_port: int | None = None, target_args: list[str] | None = None):
         self.device_id = device_id
+        self.target_args = target_args or []  # after "--", e.g. the --grpc-server-ssl options
         self.port = port or free_port()
         # The admin channel defaults to 9090: never share it with other tests' switches.
         self.admin_port = admin_port or free_port()
@@ -40,7 +41,7 @@ class P4simSwitch:
 
     def start(self, timeout: float = 20.0) -> P4simSwitch:
         argv = switch_argv("embedded", {}, self.addr, device_id=self.device_id,
-                           cpu_port=CPU_PORT, thrift_port=self.admin_port)
+                           cpu_port=CPU_PORT, thrift_port=self.admin_port) + self.target_args
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

@@ -20,9 +20,10 @@ from p4.v1 import p4runtime_pb2_grpc
 
 from p4sim.switch.api import DataPlaneApi
 
-from .arbitration import Arbiter, Connection, election_id
-from .codec import FAILED_PRECONDITION, INTERNAL, P4RTError
+from .arbitration import MAX_STREAMS, Arbiter, Connection, election_id
+from .codec import FAILED_PRECONDITION, INTERNAL, RESOURCE_EXHAUSTED, P4RTError
 from .device import NO_PIPELINE, NOT_PRIMARY, Device
+from .roleconfig import parse_role
 
 log = logging.getLogger("p4sim.p4runtime")
 T = TypeVar("T")
@@ -56,6 +57,7 @@ def _guarded(context: grpc.ServicerContext, rpc: str, call: Callable[[], T], fai
 class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def __init__(self, device: Device) -> None:
         self.device = device
+        self._streams = threading.BoundedSemaphore(MAX_STREAMS)
 
     def Write(self, request, context):
         status = _guarded(context, "Write", lambda: self.device.write(request), None)
@@ -94,6 +96,18 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         return p4rt.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
 
     def StreamChannel(self, request_iterator, context) -> Iterator[p4rt.StreamMessageResponse]:
+        # Each open stream holds a server thread: past MAX_STREAMS a new one is refused at
+        # once, so a client opening streams by the thousand cannot starve Write and Read.
+        if not self._streams.acquire(blocking=False):
+            _abort(context, P4RTError(RESOURCE_EXHAUSTED,
+                                      f"Too many open streams (limit {MAX_STREAMS})"))
+            return
+        try:
+            yield from self._stream(request_iterator, context)
+        finally:
+            self._streams.release()
+
+    def _stream(self, request_iterator, context) -> Iterator[p4rt.StreamMessageResponse]:
         conn = Connection()
         arbiter = self.device.arbiter
         ended: list[P4RTError] = []
@@ -140,12 +154,17 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def _arbitrate(self, conn: Connection, arb: p4rt.MasterArbitrationUpdate) -> P4RTError | None:
         eid = election_id(arb.election_id)
         try:
+            role, grant = parse_role(arb.role if arb.HasField("role") else None)
+            config = arb.role.config if arb.role.HasField("config") else None
             if conn.election is None:
-                self.device.arbiter.add(conn, arb.device_id, eid)
+                self.device.arbiter.add(conn, arb.device_id, eid, role, grant, config)
             elif conn.device_id != arb.device_id:
                 return P4RTError(FAILED_PRECONDITION, "Invalid device id")
+            elif conn.role != role:
+                return P4RTError(FAILED_PRECONDITION, "A stream cannot change its role; "
+                                 "open a new stream for another role")
             else:
-                self.device.arbiter.update(conn, eid)
+                self.device.arbiter.update(conn, eid, grant, config)
         except P4RTError as err:
             return err
         return None
@@ -168,7 +187,7 @@ class ServerHandle:
 
 
 def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None, *,
-          registers: bool = False, max_workers: int = 40) -> ServerHandle:
+          registers: bool = False, max_workers: int = MAX_STREAMS + 24) -> ServerHandle:
     """Start the P4Runtime server for ``dataplane`` on ``grpc_addr`` ("host:port", port 0 picks
     a free one). ``registers=True`` enables RegisterEntry reads/writes, which PI/BMv2 answer
     with UNIMPLEMENTED (so the default keeps BMv2's behavior)."""

@@ -208,7 +208,7 @@ def _grpc(dp: Any, ns: argparse.Namespace, grpc_addr: str) -> Any:
         print(f"p4sim switch: warning: P4Runtime server unavailable ({e})", file=sys.stderr)
         return None
     try:
-        return serve(dp, grpc_addr)
+        return serve(dp, grpc_addr, bound_memory=True)  # memory bounded from the start
     except Exception as e:
         raise _Exit(1, f"cannot start P4Runtime server at {grpc_addr}: {e}") from None
 

@@ -7,10 +7,13 @@ the ``grpc-status-details-bin`` trailer; a failed Write is UNKNOWN with one p4.v
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
@@ -28,7 +31,15 @@ from .roleconfig import parse_role
 log = logging.getLogger("p4sim.p4runtime")
 T = TypeVar("T")
 API_VERSION = "1.4.1"
-MAX_MESSAGE = 256 * 1024 * 1024  # as PI's server
+MAX_MESSAGE = 256 * 1024 * 1024  # sent (as PI's server)
+# Received: PI takes 256 MiB, but a Python process that takes in a 64 MiB request keeps that
+# much more resident memory afterwards; 32 MiB still holds any realistic pipeline (fabric.p4's
+# BMv2 JSON is under 0.5 MiB). gRPC refuses a longer message with RESOURCE_EXHAUSTED.
+MAX_RECEIVE = 32 * 1024 * 1024
+# Updates in one WriteRequest: counted in the raw bytes before they are parsed, so a Write of
+# 100,000 updates is refused (RESOURCE_EXHAUSTED) without building 100,000 Python messages.
+MAX_WRITE_UPDATES = 10_000
+_WRITE_METHOD = "/p4.v1.P4Runtime/Write"
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
 _PLAIN = (NOT_PRIMARY, NO_PIPELINE)  # PI returns these two without a details trailer
 
@@ -54,12 +65,78 @@ def _guarded(context: grpc.ServicerContext, rpc: str, call: Callable[[], T], fai
     return failed
 
 
+@dataclass(frozen=True)
+class TooManyUpdates:
+    """What the Write deserializer hands on instead of a request over MAX_WRITE_UPDATES."""
+
+    count: int
+
+
+def count_updates(raw: bytes) -> int:
+    """Occurrences of WriteRequest field 4 (``updates``) in a serialized WriteRequest, read
+    off the wire format without parsing the updates; -1 if the bytes are not well-formed."""
+    pos, end, count = 0, len(raw), 0
+    try:
+        while pos < end:
+            key, pos = _varint(raw, pos)
+            wire = key & 7
+            if wire == 0:
+                _, pos = _varint(raw, pos)
+            elif wire == 2:
+                length, pos = _varint(raw, pos)
+                pos += length
+                count += key >> 3 == 4
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                return -1
+    except IndexError:
+        return -1
+    return count if pos == end else -1
+
+
+def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = raw[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _parse_write(raw: bytes) -> p4rt.WriteRequest | TooManyUpdates:
+    count = count_updates(raw)
+    if count > MAX_WRITE_UPDATES:
+        return TooManyUpdates(count)
+    return p4rt.WriteRequest.FromString(raw)
+
+
+class _WriteHandler(grpc.GenericRpcHandler):
+    """Serves Write with ``_parse_write`` as its deserializer (the generated handler parses
+    first and asks later); every other method falls through to the generated handlers."""
+
+    def __init__(self, servicer: P4RuntimeServicer) -> None:
+        self._handler = grpc.unary_unary_rpc_method_handler(
+            servicer.Write, request_deserializer=_parse_write,
+            response_serializer=p4rt.WriteResponse.SerializeToString)
+
+    def service(self, handler_call_details):
+        return self._handler if handler_call_details.method == _WRITE_METHOD else None
+
+
 class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def __init__(self, device: Device) -> None:
         self.device = device
         self._streams = threading.BoundedSemaphore(MAX_STREAMS)
 
     def Write(self, request, context):
+        if isinstance(request, TooManyUpdates):
+            _abort(context, P4RTError(RESOURCE_EXHAUSTED, f"Too many updates in one "
+                                      f"WriteRequest: {request.count} (limit "
+                                      f"{MAX_WRITE_UPDATES})"))
+            return p4rt.WriteResponse()
         status = _guarded(context, "Write", lambda: self.device.write(request), None)
         if status is not None and status.code:
             context.set_code(grpc.StatusCode.UNKNOWN)
@@ -174,11 +251,13 @@ class ServerHandle:
     """What ``serve`` returns: the listening port and ``stop()``."""
 
     def __init__(self, server: grpc.Server, device: Device, port: int) -> None:
+        self.stopped = threading.Event()
         self.server = server
         self.device = device
         self.port = port
 
     def stop(self, grace: float | None = 0.5) -> None:
+        self.stopped.set()
         self.server.stop(grace).wait()
         self.device.close()
 
@@ -186,23 +265,66 @@ class ServerHandle:
         self.server.wait_for_termination()
 
 
+def _start_every_worker(pool: futures.ThreadPoolExecutor, workers: int) -> None:
+    """Make the pool start all its threads now (it starts them lazily, one per task that finds
+    none idle): a storm of streams then finds them running and grows the process no further."""
+    barrier = threading.Barrier(workers + 1)
+    for _ in range(workers):
+        pool.submit(barrier.wait)
+    barrier.wait()
+
+
+def _malloc_trim() -> Callable[[], None] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to hand back
+        return None
+    return lambda: trim(0)
+
+
+def _trim_memory_forever(stop: threading.Event, period_s: float = 1.0) -> None:
+    """Hand the heap's free pages back to the OS now and then: after a storm (a 5 MiB Write
+    request, a thousand refused streams) glibc keeps the freed memory mapped otherwise, and
+    the switch's resident size would keep the storm's high-water mark."""
+    trim = _malloc_trim()
+    while trim is not None and not stop.wait(period_s):
+        trim()
+
+
 def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None, *,
-          registers: bool = False, max_workers: int = MAX_STREAMS + 24) -> ServerHandle:
+          registers: bool = False, max_workers: int = MAX_STREAMS + 16,
+          bound_memory: bool = False) -> ServerHandle:
     """Start the P4Runtime server for ``dataplane`` on ``grpc_addr`` ("host:port", port 0 picks
     a free one). ``registers=True`` enables RegisterEntry reads/writes, which PI/BMv2 answer
-    with UNIMPLEMENTED (so the default keeps BMv2's behavior)."""
+    with UNIMPLEMENTED (so the default keeps BMv2's behavior). ``max_workers`` leaves room for
+    unary RPCs beside MAX_STREAMS open streams. ``bound_memory`` (``p4sim switch`` sets it)
+    starts every worker thread at once and returns freed heap memory to the OS every second,
+    so a storm of requests leaves the process's resident size where it was."""
     dev_id = dataplane.device_id if device_id is None else device_id
     device = Device(dataplane, dev_id, Arbiter(), registers=registers)
+    pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt")
+    if bound_memory:
+        _start_every_worker(pool, max_workers)
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
-        options=[("grpc.max_receive_message_length", MAX_MESSAGE),
+        pool,
+        options=[("grpc.max_receive_message_length", MAX_RECEIVE),
                  ("grpc.max_send_message_length", MAX_MESSAGE),
                  ("grpc.max_metadata_size", MAX_MESSAGE),
+                 # HTTP/2 streams one connection may have open at once: a client that opens
+                 # a thousand waits for room instead of the switch holding a thousand calls
+                 ("grpc.max_concurrent_streams", max_workers),
                  ("grpc.so_reuseport", 0)])
-    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(P4RuntimeServicer(device), server)
+    servicer = P4RuntimeServicer(device)
+    server.add_generic_rpc_handlers((_WriteHandler(servicer),))  # before the generated ones
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(servicer, server)
     port = server.add_insecure_port(grpc_addr)
     if port == 0:
         device.close()
         raise OSError(f"cannot listen on {grpc_addr}")
     server.start()
-    return ServerHandle(server, device, port)
+    handle = ServerHandle(server, device, port)
+    if bound_memory:
+        threading.Thread(target=_trim_memory_forever, args=(handle.stopped,),
+                         name="p4rt-trim", daemon=True).start()
+    return handle

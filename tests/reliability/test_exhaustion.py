@@ -75,13 +75,14 @@ def storm_fixture(target: str, env, tmp: Path):
                       f"RSS {rss0} -> {rss1} KiB")
 
 
-def check_storm(storms: Storms, name: str, expected: str) -> None:
+def check_storm(storms: Storms, name: str, expected: str, memory_bound: bool = True) -> None:
     outcome, frames, rss0, rss1, took = storms.run(name)
     if name == "1,000 concurrent StreamChannels":  # which refusal each got varies by timing
         outcome = outcome.split(" (")[0] if outcome.endswith(")") else outcome
     assert outcome == expected, name
     assert frames > 0, f"{name}: no frame crossed the switch during the storm ({took:.1f} s)"
-    assert rss1 < rss0 * MEMORY_GROWTH, f"{name}: RSS {rss0} -> {rss1} KiB"
+    if memory_bound:
+        assert rss1 < rss0 * MEMORY_GROWTH, f"{name}: RSS {rss0} -> {rss1} KiB"
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))

@@ -28,8 +28,8 @@ from controlplane.entities import (
     TableEntry,
 )
 from controlplane.fabric_plan import P_SELECTOR, QueuePlan, SwitchPlan, plan_fabric
+from controlplane.roles import role_config
 from controlplane.state import identity
-from p4sim.switch.p4runtime.roleconfig import role_config_any
 from topologies.model import Topology
 
 QueueSetter = Callable[[str, QueuePlan], None]  # (switch, its port's queue plan)
@@ -48,7 +48,7 @@ def fabric_role_config(entities: tuple[str, ...] = FABRIC_ROLE_ENTITIES) -> any_
     """p4sim's role config (p4sim.v1.RoleConfig) for a controller that writes ``entities``,
     pushes the pipeline, does packet I/O and owns clone sessions. Other targets ignore it
     (BMv2's PI has no roles)."""
-    return role_config_any(entities, packet_replication=True, receives_packet_ins=True,
+    return role_config(entities, packet_replication=True, receives_packet_ins=True,
                            can_send_packet_outs=True, can_push_pipeline=True)
 
 # Insert order; deletes run in reverse.

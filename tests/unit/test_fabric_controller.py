@@ -195,7 +195,7 @@ def test_controller_under_its_role_and_a_second_role_cannot_touch_its_tables(fab
     next sync neither sees nor deletes the operator's entry (its reads name its role)."""
     from controlplane.errors import P4RuntimeError
     from controlplane.fabric_controller import FABRIC_ROLE, fabric_role_config
-    from p4sim.switch.p4runtime.roleconfig import role_config_any
+    from controlplane.roles import role_config
 
     topo = load_topology(LEAF_SPINE)
     sw = Switches(list(topo.switches))
@@ -203,7 +203,7 @@ def test_controller_under_its_role_and_a_second_role_cannot_touch_its_tables(fab
     controller = Fabric(addrs, election_id=(0, 5), role=FABRIC_ROLE,
                         role_config=fabric_role_config())
     operator = Fabric({"l1": addrs["l1"]}, election_id=(0, 1), role="acl-operator",
-                      role_config=role_config_any(["MyIngress.forwarding.acl"]))
+                      role_config=role_config(["MyIngress.forwarding.acl"]))
     json_path, p4info = fabric_build
     try:
         controller.connect()

@@ -217,3 +217,16 @@ def test_digest_lists_go_to_the_role_that_owns_the_digest(sw):
     sw.inject(7, ipv4_frame(b"\x0a\x01\x02\x03"))
     assert owner.get("digest").digest.digest_id == did
     assert other.nothing("digest")
+
+
+def test_controlplane_builds_the_same_role_config_as_p4sim_parses():
+    from controlplane.roles import role_config
+    from p4sim.switch.p4runtime.roleconfig import parse_role
+
+    sent = role_config([ACL], [7], can_push_pipeline=True, receives_packet_ins=True)
+    assert sent.type_url == "type.googleapis.com/p4sim.v1.RoleConfig"
+    name, grant = parse_role(p4rt.Role(name="ops", config=sent))
+    assert name == "ops" and grant is not None
+    assert (grant.ids, grant.names) == (frozenset({7}), frozenset({ACL}))
+    assert grant.can_push_pipeline and grant.receives_packet_ins
+    assert not (grant.can_send_packet_outs or grant.packet_replication)

@@ -40,6 +40,10 @@ MAX_RECEIVE = 32 * 1024 * 1024
 # 100,000 updates is refused (RESOURCE_EXHAUSTED) without building 100,000 Python messages.
 MAX_WRITE_UPDATES = 10_000
 _WRITE_METHOD = "/p4.v1.P4Runtime/Write"
+# HTTP/2 streams one client connection may have open at once (streams and unary calls):
+# past it the connection refuses new ones (REFUSED_STREAM, UNAVAILABLE at the client) before
+# they cost the server anything.
+MAX_HTTP2_STREAMS = MAX_STREAMS + 16
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
 _PLAIN = (NOT_PRIMARY, NO_PIPELINE)  # PI returns these two without a details trailer
 
@@ -283,13 +287,26 @@ def _malloc_trim() -> Callable[[], None] | None:
     return lambda: trim(0)
 
 
-def _trim_memory_forever(stop: threading.Event, period_s: float = 1.0) -> None:
-    """Hand the heap's free pages back to the OS now and then: after a storm (a 5 MiB Write
-    request, a thousand refused streams) glibc keeps the freed memory mapped otherwise, and
-    the switch's resident size would keep the storm's high-water mark."""
+def _resident_pages() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _trim_memory_forever(stop: threading.Event, period_s: float = 1.0,
+                         growth: float = 1.05) -> None:
+    """Hand the heap's free pages back to the OS once the resident size has grown by 5%:
+    after a storm (a 5 MiB Write request, a thousand refused streams) glibc keeps the freed
+    memory mapped otherwise, and the switch would keep the storm's high-water mark. In steady
+    state nothing grows and nothing is trimmed (a trim holds the allocator for milliseconds)."""
     trim = _malloc_trim()
+    settled = _resident_pages()
     while trim is not None and not stop.wait(period_s):
-        trim()
+        if _resident_pages() > settled * growth:
+            trim()
+            settled = _resident_pages()
 
 
 def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None, *,
@@ -311,9 +328,7 @@ def serve(dataplane: DataPlaneApi, grpc_addr: str, device_id: int | None = None,
         options=[("grpc.max_receive_message_length", MAX_RECEIVE),
                  ("grpc.max_send_message_length", MAX_MESSAGE),
                  ("grpc.max_metadata_size", MAX_MESSAGE),
-                 # HTTP/2 streams one connection may have open at once: a client that opens
-                 # a thousand waits for room instead of the switch holding a thousand calls
-                 ("grpc.max_concurrent_streams", max_workers),
+                 ("grpc.max_concurrent_streams", MAX_HTTP2_STREAMS),
                  ("grpc.so_reuseport", 0)])
     servicer = P4RuntimeServicer(device)
     server.add_generic_rpc_handlers((_WriteHandler(servicer),))  # before the generated ones

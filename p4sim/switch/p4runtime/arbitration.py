@@ -24,7 +24,7 @@ from .roleconfig import RoleGrant
 
 MAX_CONNECTIONS = 16  # PI's per-device limit, here per (device, role)
 MAX_STREAMS = 32  # open StreamChannel RPCs, arbitrated or not (each holds a server thread)
-OUTBOX_LIMIT = 1_000  # packet-ins/digests queued for a slow client before new ones are dropped
+OUTBOX_LIMIT = 256  # packet-ins/digests queued for a slow client before new ones are dropped
 _ids = itertools.count(1)
 RoleKey = tuple[int, str]  # (device id, role name; "" is the default role)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from exhaustion import ROUTE_DST, STORMS, Controller, Traffic, rss_kib
-from targets import SwitchProcess, compile_program, toolchain_env
+from targets import SwitchProcess, compile_program
 
 from netlab.hosts import NetLab
 
@@ -88,6 +88,3 @@ def check_storm(storms: Storms, name: str, expected: str, memory_bound: bool = T
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_storm(storms: Storms, name: str) -> None:
     check_storm(storms, name, EXPECTED[name])
-
-
-__all__ = ["EXPECTED", "check_storm", "storm_fixture", "toolchain_env"]

@@ -42,7 +42,7 @@ class Storms:
         t0 = time.time()
         outcome = STORMS[name](self.c)
         t1 = time.time()
-        time.sleep(2.0)  # p4sim hands freed heap back to the OS every second
+        time.sleep(3.0)  # p4sim hands freed heap back to the OS (checked every second)
         result = (outcome, self.traffic.delivered(t0, t1), before, rss_kib(self.pid), t1 - t0)
         self.results[name] = result
         return result

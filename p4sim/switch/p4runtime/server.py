@@ -278,12 +278,21 @@ def _start_every_worker(pool: futures.ThreadPoolExecutor, workers: int) -> None:
     barrier.wait()
 
 
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+BIG_ALLOCATION = 1 << 20
+
+
 def _malloc_trim() -> Callable[[], None] | None:
+    """glibc's malloc_trim, after fixing its mmap threshold at 1 MiB: a fixed threshold
+    keeps every buffer of a big request (a 5 MiB Write) in its own mapping, returned to the
+    OS when freed; glibc's default raises the threshold to the largest buffer freed so far, so
+    that the next big one lands in the heap and stays resident. None if this is not glibc."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc: nothing to hand back
+        trim, mallopt = libc.malloc_trim, libc.mallopt
+    except (OSError, AttributeError):
         return None
+    mallopt(M_MMAP_THRESHOLD, BIG_ALLOCATION)
     return lambda: trim(0)
 
 
@@ -296,8 +305,8 @@ def _resident_pages() -> int:
 
 
 def _trim_memory_forever(stop: threading.Event, period_s: float = 1.0,
-                         growth: float = 1.05) -> None:
-    """Hand the heap's free pages back to the OS once the resident size has grown by 5%:
+                         growth: float = 1.02) -> None:
+    """Hand the heap's free pages back to the OS once the resident size has grown by 2%:
     after a storm (a 5 MiB Write request, a thousand refused streams) glibc keeps the freed
     memory mapped otherwise, and the switch would keep the storm's high-water mark. In steady
     state nothing grows and nothing is trimmed (a trim holds the allocator for milliseconds)."""

@@ -49,6 +49,7 @@ from controlplane.cli_fabric import cmd_fabric
 from controlplane.cli_format import render_table
 from controlplane.connection import SwitchConnection
 from controlplane.errors import ControlPlaneError
+from controlplane.roles import role_config
 from controlplane.tls import add_tls_options, tls_from_args
 
 EXIT_BAD_INPUT = 2
@@ -65,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", help="topology file giving each switch's gRPC address")
     p.add_argument("--device-id", type=int, default=None)
     p.add_argument("--election-id", default="0,1", help="HIGH,LOW or LOW (default 0,1)")
+    p.add_argument("--role", default="", help="P4Runtime role to arbitrate and write under "
+                   "(default: the default role, full pipeline access)")
+    p.add_argument("--role-entities", default=None, metavar="NAME,...",
+                   help="with --role, on p4sim: the P4 entities the role may write (a "
+                   "p4sim.v1.RoleConfig; default: all, or for 'fabric' the controller's)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the switch")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_tls_options(p)
@@ -116,6 +122,19 @@ def _int(text: str) -> int:
         return int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
+
+
+def role_options(args: argparse.Namespace, default_config: Any = None) -> dict[str, Any]:
+    """``role`` and ``role_config`` for a SwitchConnection/Fabric from --role and
+    --role-entities (a role config needs a role: the default role has full access)."""
+    if args.role_entities is not None and not args.role:
+        raise UsageError("--role-entities needs --role NAME")
+    config = default_config if args.role else None
+    if args.role_entities is not None:
+        names = [n.strip() for n in args.role_entities.split(",") if n.strip()]
+        config = role_config(names, packet_replication=True, receives_packet_ins=True,
+                             can_send_packet_outs=True)
+    return {"role": args.role, "role_config": config}
 
 
 def _election_id(text: str) -> tuple[int, int]:
@@ -215,7 +234,7 @@ def run_one(args: argparse.Namespace, target: SwitchAddress) -> Any:
     election = _election_id(args.election_id)
     tls = tls_from_args(args)
     conn = SwitchConnection(target.grpc_addr, target.device_id, election, name=target.name,
-                            reconnect=False, timeout=args.timeout, tls=tls)
+                            reconnect=False, timeout=args.timeout, tls=tls, **role_options(args))
     try:
         with conn as sw:
             if args.cmd == "registers":

@@ -51,9 +51,12 @@ def _load(args: argparse.Namespace) -> tuple[Any, Fabric, dict[str, str]]:
             raise UsageError(f"fabric: no such file: {f} (compile p4src/fabric.p4 first, or "
                              "give --p4info/--bmv2-json)")
     addrs = topology_addresses(args.topology, args.grpc_base, args.thrift_base)
+    from controlplane.cli import role_options
+    from controlplane.fabric_controller import fabric_role_config
+
     fabric = Fabric({n: (a.grpc_addr, a.device_id) for n, a in addrs.items()},
                     _election(args), reconnect=False, timeout=args.timeout,
-                    tls=tls_from_args(args))
+                    tls=tls_from_args(args), **role_options(args, fabric_role_config()))
     admin = {n: a.admin_addr or "" for n, a in addrs.items()}
     return topo, fabric, admin
 

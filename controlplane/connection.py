@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from google.protobuf import any_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
@@ -60,14 +61,22 @@ class SwitchConnection(PacketIO, Writes):
     switch came back without our pipeline, the pipeline and everything written through this
     connection are pushed again and ``on_resync(conn, n_entities)`` is called. ``tls``: connect
     over TLS (with a client certificate: mutual TLS) instead of plaintext.
+
+    ``role`` (with an optional ``role_config``, an ``Any``; for p4sim a p4sim.v1.RoleConfig)
+    makes this client arbitrate for that P4Runtime role: its writes, pipeline pushes and reads
+    name the role, and reads return only the role's entities. The default ("") is the default
+    role, with full pipeline access.
     """
 
     def __init__(self, addr: str, device_id: int = 0, election_id: tuple[int, int] = (0, 1),
                  name: str | None = None, *, reconnect: bool = True,
                  on_resync: ResyncCallback | None = None, timeout: float = 5.0,
-                 max_metadata: int = MAX_METADATA, tls: ClientTls | None = None) -> None:
+                 max_metadata: int = MAX_METADATA, tls: ClientTls | None = None,
+                 role: str = "", role_config: any_pb2.Any | None = None) -> None:
         self.addr = addr
         self.tls = tls
+        self.role = role
+        self.role_config = role_config
         self.max_metadata = max_metadata  # bytes of response metadata accepted (gRPC: 16 KiB)
         self.device_id = device_id
         self.election_id = election_id
@@ -202,6 +211,10 @@ class SwitchConnection(PacketIO, Writes):
         req = p4runtime_pb2.StreamMessageRequest()
         req.arbitration.device_id = self.device_id
         req.arbitration.election_id.high, req.arbitration.election_id.low = self.election_id
+        if self.role:
+            req.arbitration.role.name = self.role
+            if self.role_config is not None:
+                req.arbitration.role.config.CopyFrom(self.role_config)
         assert self._requests is not None
         self._requests.put(req)
 
@@ -347,7 +360,8 @@ class SwitchConnection(PacketIO, Writes):
         info.ParseFromString(p4info_bin)
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
-            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+            role=self.role)
         req.election_id.high, req.election_id.low = self.election_id
         req.config.p4info.CopyFrom(info)
         req.config.p4_device_config = device_config
@@ -376,7 +390,7 @@ class SwitchConnection(PacketIO, Writes):
     def read(self, *entities: Entity) -> list[Entity]:
         """Read with wildcards: unset fields (table None, empty match, index None...) match all."""
         codec = self.codec
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id, role=self.role)
         for e in entities:
             req.entities.append(codec.to_proto(e, for_read=True))
         out: list[Entity] = []
@@ -391,7 +405,8 @@ class SwitchConnection(PacketIO, Writes):
         return out
 
     def read_protos(self, *entities: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id, entities=entities)
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id, role=self.role,
+                                        entities=entities)
         try:
             return [e for r in self._stub_or_raise().Read(req, timeout=30) for e in r.entities]
         except grpc.RpcError as err:

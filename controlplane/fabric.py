@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from google.protobuf import any_pb2
+
 from controlplane.channel import ChannelSet
 from controlplane.connection import ResyncCallback, SwitchConnection
 from controlplane.errors import ControlPlaneError
@@ -33,13 +35,14 @@ class Fabric(ChannelSet[SwitchConnection]):
     def __init__(self, switches: Mapping[str, str | tuple[str, int]],
                  election_id: tuple[int, int] = (0, 1), *, reconnect: bool = True,
                  on_resync: ResyncCallback | None = None, timeout: float = 5.0,
-                 tls: ClientTls | None = None) -> None:
+                 tls: ClientTls | None = None, role: str = "",
+                 role_config: any_pb2.Any | None = None) -> None:
         self.connections: dict[str, SwitchConnection] = {}
         for name, spec in switches.items():
             addr, device_id = (spec, 0) if isinstance(spec, str) else spec
             self.connections[name] = SwitchConnection(
                 addr, device_id, election_id, name, reconnect=reconnect, on_resync=on_resync,
-                timeout=timeout, tls=tls)
+                timeout=timeout, tls=tls, role=role, role_config=role_config)
 
     def run(self, fn: Callable[[SwitchConnection], T], what: str = "operation") -> dict[str, T]:
         """``fn(conn)`` on every switch concurrently; raises FabricError if any failed (after

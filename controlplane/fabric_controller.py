@@ -15,9 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from google.protobuf import any_pb2
 from p4.v1 import p4runtime_pb2
 from p4.v1.p4runtime_pb2 import Update
 
+from controlplane import fabric_plan as fp
 from controlplane.channel import SwitchChannels
 from controlplane.entities import (
     ActionProfileGroup,
@@ -26,10 +28,28 @@ from controlplane.entities import (
     TableEntry,
 )
 from controlplane.fabric_plan import P_SELECTOR, QueuePlan, SwitchPlan, plan_fabric
+from controlplane.roles import role_config
 from controlplane.state import identity
 from topologies.model import Topology
 
 QueueSetter = Callable[[str, QueuePlan], None]  # (switch, its port's queue plan)
+
+# The P4Runtime role a FabricController may run under (``Fabric(..., role=FABRIC_ROLE,
+# role_config=fabric_role_config())``), and the entities its plans write: every fabric.p4
+# table but the operator's ACL and L2 tables, the spray selector, clone sessions, the pipeline.
+FABRIC_ROLE = "fabric-controller"
+FABRIC_ROLE_ENTITIES = (
+    fp.T_MY_STATION, fp.T_ARP, fp.T_LPM, fp.T_GROUP_MODE, fp.T_CELL_LENGTH, fp.T_ADAPTIVE,
+    fp.T_GROUP_SELECT, fp.P_SELECTOR, fp.T_HOST_PORT, fp.T_TENANT_SRC, fp.T_TENANT_DST,
+    fp.T_INT_WATCH, fp.T_INT_SINK, fp.T_FEEDBACK, fp.T_REWRITE, fp.T_ECN, fp.T_INT_TRANSIT, fp.T_REPORT)
+
+
+def fabric_role_config(entities: tuple[str, ...] = FABRIC_ROLE_ENTITIES) -> any_pb2.Any:
+    """p4sim's role config (p4sim.v1.RoleConfig) for a controller that writes ``entities``,
+    pushes the pipeline, does packet I/O and owns clone sessions. Other targets ignore it
+    (BMv2's PI has no roles)."""
+    return role_config(entities, packet_replication=True, receives_packet_ins=True,
+                           can_send_packet_outs=True, can_push_pipeline=True)
 
 # Insert order; deletes run in reverse.
 _KIND_ORDER = ["action_profile_member", "action_profile_group", "table_entry",

@@ -53,6 +53,7 @@ class Writes:
     who: str
     device_id: int
     election_id: tuple[int, int]
+    role: str
     timeout: float
     intended: IntendedState
     _write_lock: threading.RLock
@@ -142,6 +143,7 @@ class Writes:
 
     def _write_chunk(self, req: p4runtime_pb2.WriteRequest) -> grpc.RpcError | None:
         req.device_id = self.device_id
+        req.role = self.role
         req.election_id.high, req.election_id.low = self.election_id
         try:
             self._stub_or_raise().Write(req, timeout=max(self.timeout, 30))

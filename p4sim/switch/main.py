@@ -240,7 +240,7 @@ def _grpc(dp: Any, ns: argparse.Namespace, grpc_addr: str,
         print(f"p4sim switch: warning: P4Runtime server unavailable ({e})", file=sys.stderr)
         return None
     try:
-        return serve(dp, grpc_addr, tls=tls)
+        return serve(dp, grpc_addr, tls=tls, bound_memory=True)  # memory bounded from the start
     except Exception as e:
         # gRPC cannot tell a port in use from a certificate it refuses: look at the port.
         why = "gRPC refused the certificate and key (not a matching pair?)" \

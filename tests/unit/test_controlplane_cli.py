@@ -403,3 +403,19 @@ def test_device_id_mismatch_names_the_served_device(target: Target, capsys,
         assert rc == 2 and err == (
             f"fabricctl: error: switch at {dev1.addr} has no pipeline on device id 0 but has "
             f"one on device id 1: pass --device-id 1 (or --switch {dev1.addr},1)\n")
+
+
+def test_role_options_from_the_command_line() -> None:
+    from controlplane.cli import UsageError, build_parser, role_options
+    from controlplane.roles import role_config
+
+    parse = build_parser().parse_args
+    assert role_options(parse(["tables"])) == {"role": "", "role_config": None}
+    opts = role_options(parse(["--role", "acl", "--role-entities", "MyIngress.acl, x", "tables"]))
+    assert opts["role"] == "acl"
+    assert opts["role_config"] == role_config(["MyIngress.acl", "x"], packet_replication=True,
+                                              receives_packet_ins=True,
+                                              can_send_packet_outs=True)
+    assert role_options(parse(["--role", "ops", "tables"]))["role_config"] is None
+    with pytest.raises(UsageError, match="--role-entities needs --role"):
+        role_options(parse(["--role-entities", "x", "tables"]))

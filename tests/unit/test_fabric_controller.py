@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from google.rpc import code_pb2
 
 from controlplane.entities import ActionProfileGroup, TableEntry
 from controlplane.fabric import Fabric
@@ -185,3 +186,51 @@ def _raw(path: Path) -> dict:
     import yaml
 
     return yaml.safe_load(path.read_text())
+
+
+
+def test_controller_under_its_role_and_a_second_role_cannot_touch_its_tables(fabric_build):
+    """The controller runs as role FABRIC_ROLE; an ACL operator under role "acl-operator" is
+    refused the controller's tables (PERMISSION_DENIED), writes its own, and the controller's
+    next sync neither sees nor deletes the operator's entry (its reads name its role)."""
+    from controlplane.errors import P4RuntimeError
+    from controlplane.fabric_controller import FABRIC_ROLE, fabric_role_config
+    from controlplane.roles import role_config
+
+    topo = load_topology(LEAF_SPINE)
+    sw = Switches(list(topo.switches))
+    addrs = {n: (sw.addrs[n], topo.switches[n].device_id) for n in topo.switches}
+    controller = Fabric(addrs, election_id=(0, 5), role=FABRIC_ROLE,
+                        role_config=fabric_role_config())
+    operator = Fabric({"l1": addrs["l1"]}, election_id=(0, 1), role="acl-operator",
+                      role_config=role_config(["MyIngress.forwarding.acl"]))
+    json_path, p4info = fabric_build
+    try:
+        controller.connect()
+        ctl = FabricController(topo, controller, p4info, json_path, log=lambda _: None)
+        assert all(d.writes > 0 for d in ctl.up().values())
+        operator.connect()
+        op = operator["l1"]
+        assert controller["l1"].is_primary and op.is_primary  # one primary per role
+        op.refresh_p4info()
+        route = TableEntry(T_LPM, {"hdr.ipv4.dst_addr": "10.9.9.0/24"},
+                           "MyIngress.forwarding.set_next_group", {"group_id": 1})
+        with pytest.raises(P4RuntimeError) as exc:
+            op.insert(route)
+        assert [u.code for u in exc.value.failed] == [code_pb2.PERMISSION_DENIED]
+        theirs = controller["l1"].read(TableEntry(table=T_LPM))
+        with pytest.raises(P4RuntimeError) as exc:
+            op.delete(theirs[0])
+        assert [u.code for u in exc.value.failed] == [code_pb2.PERMISSION_DENIED]
+        acl = TableEntry("MyIngress.forwarding.acl", {"meta.l4_dst_port": "22&&&0xffff"},
+                         "MyIngress.forwarding.acl_drop", priority=10)
+        op.insert(acl)
+        assert [e.table for e in op.read(TableEntry(table=None))] == \
+            ["MyIngress.forwarding.acl"]  # reads under a role see that role's entities
+        assert sum(d.writes for d in ctl.sync().values()) == 0  # the ACL entry is not its own
+        assert len(controller["l1"].read(TableEntry(table=T_LPM))) == len(theirs)
+        assert len(op.read(TableEntry(table="MyIngress.forwarding.acl"))) == 1
+    finally:
+        operator.close()
+        controller.close()
+        sw.close()

@@ -21,6 +21,7 @@ from .codec import (
     FAILED_PRECONDITION,
     INTERNAL,
     INVALID_ARGUMENT,
+    NOT_FOUND,
     PERMISSION_DENIED,
     UNIMPLEMENTED,
     UNKNOWN,
@@ -30,12 +31,14 @@ from .context import Context
 from .p4config import DEPRECATION_NOTE, unwrap_device_config
 from .p4info import PipelineInfo
 from .packetio import DigestManager, packet_in_message, packet_out_frame
+from .roleconfig import RoleGrant, entity_allowed
 
 log = logging.getLogger("p4sim.p4runtime")
 Action = p4rt.SetForwardingPipelineConfigRequest
 ResponseType = p4rt.GetForwardingPipelineConfigRequest
 
 NOT_PRIMARY = P4RTError(PERMISSION_DENIED, "Not primary")
+OUTSIDE_ROLE = P4RTError(PERMISSION_DENIED, "Entity not in the scope of the writer's role")
 
 # Entity handlers by the Entity oneof they serve: (ctx, update type, message) for writes,
 # (ctx, message, out) for reads. Digest configs belong to the device's digest manager.
@@ -95,20 +98,28 @@ class Device:
 
     # ---- access checks ------------------------------------------------------------------------
 
-    def check_writer(self, device_id: int, has_election: bool, election: int) -> None:
+    def check_writer(self, device_id: int, has_election: bool, election: int,
+                     role: str = "") -> RoleGrant | None:
         """PI: with no stream open for the device, writes without an election id are accepted;
-        otherwise the writer must carry the primary's election id."""
+        otherwise the writer must carry the primary's election id for its (device, role). A
+        role no live client holds is NOT_FOUND (spec). Returns the role's access (None: all)."""
+        if role and not self.arbiter.has_role(device_id, role):
+            raise P4RTError(NOT_FOUND, f"Role '{role}' not found for device {device_id}")
         count = self.arbiter.count(device_id)
         if count == 0 and has_election:
             raise NOT_PRIMARY
-        if count > 0 and not self.arbiter.is_primary(device_id, election):
+        if count > 0 and not self.arbiter.is_primary(device_id, election, role):
             raise NOT_PRIMARY
+        return self.arbiter.grant(device_id, role) if role else None
 
     # ---- pipeline config ----------------------------------------------------------------------
 
     def set_pipeline(self, req: p4rt.SetForwardingPipelineConfigRequest) -> None:
-        self.check_writer(req.device_id, req.HasField("election_id"),
-                          election_id(req.election_id))
+        grant = self.check_writer(req.device_id, req.HasField("election_id"),
+                                  election_id(req.election_id), req.role)
+        if grant is not None and not grant.can_push_pipeline:
+            raise P4RTError(PERMISSION_DENIED,
+                            f"Role '{req.role}' may not set the forwarding pipeline")
         action = req.action
         if action == Action.UNSPECIFIED:
             raise P4RTError(INVALID_ARGUMENT, "Invalid SetForwardingPipeline action")
@@ -157,7 +168,7 @@ class Device:
         if self.digests is not None:
             self.digests.close()
         self.ctx = Context(self.dp, info, self.registers)
-        self.digests = DigestManager(info, self._send_to_primary)
+        self.digests = DigestManager(info, self._send_digest)
         self.config = p4rt.ForwardingPipelineConfig()
         self.config.CopyFrom(config)
         self.staged = None
@@ -236,8 +247,8 @@ class Device:
 
     def write(self, req: p4rt.WriteRequest) -> status_pb2.Status:
         """Apply a WriteRequest; the google.rpc.Status to return (PI's shape)."""
-        self.check_writer(req.device_id, req.HasField("election_id"),
-                          election_id(req.election_id))
+        grant = self.check_writer(req.device_id, req.HasField("election_id"),
+                                  election_id(req.election_id), req.role)
         if req.device_id != self.device_id or self.ctx is None:
             raise NO_PIPELINE
         if req.atomicity != p4rt.WriteRequest.CONTINUE_ON_ERROR:
@@ -248,6 +259,8 @@ class Device:
             for upd in req.updates:
                 error = p4rt.Error()
                 try:
+                    if not entity_allowed(grant, upd.entity, self.ctx.info.ids):
+                        raise OUTSIDE_ROLE
                     self._apply(upd)
                 except P4RTError as err:
                     error.canonical_code, error.message = err.code, err.message
@@ -280,20 +293,34 @@ class Device:
     # ---- Read -----------------------------------------------------------------------------------
 
     def read(self, req: p4rt.ReadRequest) -> tuple[list[p4rt.Entity], P4RTError | None]:
-        """Entities read, and the error that stopped the read (PI stops at the first one)."""
+        """Entities read, and the error that stopped the read (PI stops at the first one).
+        Reads need no election id (any client may read); ``role`` only filters the result to
+        that role's entities, as the specification says (a role no one holds has none)."""
         if req.device_id != self.device_id or self.ctx is None:
             raise NO_PIPELINE
         found: list[p4rt.Entity] = []
+        err: P4RTError | None = None
         with self.lock:
             for ent in req.entities:
                 try:
                     self._read_entity(ent, found)
-                except P4RTError as err:
-                    return found, err
+                except P4RTError as failed:
+                    err = failed
+                    break
                 except Exception as exc:
                     log.exception("P4Runtime read failed")
-                    return found, P4RTError(INTERNAL, f"internal error: {exc}")
-        return found, None
+                    err = P4RTError(INTERNAL, f"internal error: {exc}")
+                    break
+            if req.role:
+                found = self._role_filter(req.role, found)
+        return found, err
+
+    def _role_filter(self, role: str, found: list[p4rt.Entity]) -> list[p4rt.Entity]:
+        assert self.ctx is not None
+        if not self.arbiter.has_role(self.device_id, role):
+            return []
+        grant = self.arbiter.grant(self.device_id, role)
+        return [e for e in found if entity_allowed(grant, e, self.ctx.info.ids)]
 
     def _read_entity(self, ent: p4rt.Entity, out: list[p4rt.Entity]) -> None:
         ctx = self.ctx
@@ -321,13 +348,20 @@ class Device:
             return
         kind = req.WhichOneof("update")
         if kind == "packet":
+            grant = self.arbiter.grant(conn.device_id, conn.role) if conn.role else None
+            if grant is not None and not grant.can_send_packet_outs:
+                self._reject_packet_out(conn, req.packet, P4RTError(
+                    PERMISSION_DENIED, f"Role '{conn.role}' may not send PacketOuts"))
+                return
             try:
                 frame = packet_out_frame(ctx.info, req.packet)
                 self.dp.packet_out(frame)
             except (P4RTError, ApiError) as err:
                 self._reject_packet_out(conn, req.packet, err)
         elif kind == "digest_ack" and digests is not None:
-            digests.ack(req.digest_ack)
+            grant = self.arbiter.grant(conn.device_id, conn.role) if conn.role else None
+            if grant is None or grant.allows_id(req.digest_ack.digest_id, ctx.info.ids):
+                digests.ack(req.digest_ack)
 
     def _reject_packet_out(self, conn: Connection, packet: p4rt.PacketOut,
                            err: P4RTError | ApiError) -> None:
@@ -343,8 +377,13 @@ class Device:
         msg.error.packet_out.packet_out.CopyFrom(packet)
         conn.send(msg)
 
-    def _send_to_primary(self, msg: p4rt.StreamMessageResponse) -> None:
-        self.arbiter.send_to_primary(self.device_id, msg)
+    def _send_digest(self, msg: p4rt.StreamMessageResponse) -> None:
+        """A DigestList goes to the primary of every role that owns the digest."""
+        ctx = self.ctx
+        names = ctx.info.ids if ctx is not None else {}
+        did = msg.digest.digest_id
+        self.arbiter.send_to_primaries(
+            self.device_id, msg, lambda g: g is None or g.allows_id(did, names))
 
     def _on_packet_in(self, frame: bytes) -> None:
         ctx = self.ctx
@@ -355,8 +394,9 @@ class Device:
         except Exception:
             log.exception("cannot decode packet-in")
             return
-        if msg is not None:
-            self.arbiter.send_to_primary(self.device_id, msg)
+        if msg is not None:  # to the primary of every role that takes PacketIns
+            self.arbiter.send_to_primaries(
+                self.device_id, msg, lambda g: g is None or g.receives_packet_ins)
 
     def _on_digest(self, digest: Digest) -> None:
         digests = self.digests

@@ -26,6 +26,11 @@ from .p4info import ControllerHeader, DigestInfo, PipelineInfo
 
 Send = Callable[[p4rt.StreamMessageResponse], None]
 MIN_TIMEOUT_NS = 100_000_000  # PI never runs its digest timers faster than every 100 ms
+# Bounds, so a digest storm cannot grow the switch's memory without limit: a list pending
+# delivery is sent once it holds MAX_PENDING_SAMPLES (whatever max_list_size and the timeout
+# say), and while MAX_UNACKED_LISTS lists wait for an ack new samples are dropped (counted).
+MAX_PENDING_SAMPLES = 4_096
+MAX_UNACKED_LISTS = 1_024
 
 
 def packet_out_frame(info: PipelineInfo, msg: p4rt.PacketOut) -> bytes:
@@ -75,6 +80,7 @@ class _DigestState:
         self.unacked: dict[int, tuple[list[tuple[int, ...]], bool]] = {}
         self.last_max_tick = 0.0
         self.last_ack_tick = 0.0
+        self.dropped = 0  # samples dropped while MAX_UNACKED_LISTS lists waited for acks
 
 
 class DigestManager:
@@ -148,6 +154,9 @@ class DigestManager:
             if d is None or d.config is None:
                 return  # PI drops samples of digests the controller has not configured
             cfg = d.config.config
+            if len(d.unacked) >= MAX_UNACKED_LISTS:
+                d.dropped += len(digest.values)
+                return
             added = False
             for sample in digest.values:
                 sample = tuple(sample)
@@ -160,7 +169,7 @@ class DigestManager:
             if not added:
                 return
             if (cfg.max_list_size and len(d.pending) >= cfg.max_list_size) \
-                    or cfg.max_timeout_ns == 0:
+                    or cfg.max_timeout_ns == 0 or len(d.pending) >= MAX_PENDING_SAMPLES:
                 self._flush(d)
 
     def _flush(self, d: _DigestState) -> None:

@@ -151,6 +151,8 @@ def routed_fabric_state(pair: Pair, rng: random.Random) -> None:
             t("table_insert", f"{ING}.spray.adaptive_candidates", TableEntry(
                 (Exact(gid), Exact(bucket)), ActionCall(f"{ING}.spray.set_candidates",
                                                         (rng.randrange(1, 4), rng.randrange(1, 4)))))
+    t("table_insert", f"{ING}.forwarding.ipv4_lpm", TableEntry(
+        (Lpm(0x0A000100, 24),), ActionCall(f"{ING}.forwarding.set_next_group", (1,))))
     t("table_insert", f"{ING}.spray.cell_length", TableEntry(
         (Exact(1024),), ActionCall(f"{ING}.spray.cell_length_ok")))
     sel = f"{ING}.spray.group_selector"
@@ -216,23 +218,27 @@ def random_fabric_state(pair: Pair, rng: random.Random) -> None:
 
 
 def fabric_frames(rng: random.Random) -> list[bytes]:
-    """Cells with and without INT, ARP, TCP, and broken frames."""
+    """Cells with and without INT (of random hop counts and instructions), ARP, TCP."""
     from scapy.contrib.roce import BTH
     from scapy.layers.inet import IP, TCP, UDP
     from scapy.layers.l2 import ARP, Ether
+    from scapy.packet import Raw
 
     frames = []
     for dst in IPS:
-        for mac in MACS[:3]:
+        for mac in (ROUTER, ROUTER, MACS[1]):
             for opcode in (0x01, 0x04, 0x11, 0x81):
+                with_int = rng.random() < 0.4
+                dscp = 0x17 if with_int else 0
+                bth = bytes(BTH(opcode=opcode, psn=rng.getrandbits(24), dqpn=1))
+                body = bth + b"c" * rng.choice([1024, 1024, 256, 17]) + bytes(4)
+                if with_int:
+                    body = _int_block(rng) + body
                 cell = (Ether(src="02:cf:00:00:00:01", dst=mac.to_bytes(6, "big").hex(":"))
-                        / IP(src=_ip(rng.choice(IPS)), dst=_ip(dst), tos=rng.choice([0, 2, 3]))
-                        / UDP(sport=rng.choice([50000, 1234]), dport=4791)
-                        / BTH(opcode=opcode, psn=rng.getrandbits(24), dqpn=1)
-                        / (b"c" * rng.choice([1024, 256, 17])) / b"\0\0\0\0")
+                        / IP(src=_ip(rng.choice(IPS)), dst=_ip(dst),
+                             tos=(dscp << 2) | rng.choice([0, 2, 3]))
+                        / UDP(sport=rng.choice([50000, 1234]), dport=4791) / Raw(body))
                 frames.append(bytes(cell))
-    for base in list(frames[:8]):
-        frames.append(_with_int(base, rng))
     frames.append(bytes(Ether(dst="ff:ff:ff:ff:ff:ff", src="02:cf:00:00:00:01")
                         / ARP(op=1, psrc="10.0.1.1", pdst="10.0.2.1")))
     frames.append(bytes(Ether(dst="02:fa:00:00:00:03", src="02:cf:00:00:00:02")
@@ -244,19 +250,15 @@ def _ip(value: int) -> str:
     return ".".join(str(b) for b in value.to_bytes(4, "big"))
 
 
-def _with_int(frame: bytes, rng: random.Random) -> bytes:
-    """``frame`` (Ether/IPv4/UDP/...) with DSCP 0x17 and an INT shim + INT-MD header and a
-    random stack after UDP."""
+def _int_block(rng: random.Random) -> bytes:
+    """An INT shim, INT-MD header and a stack of 0-3 hops (random instructions)."""
     hops = rng.randrange(0, 4)
     hop_ml = rng.choice([1, 2, 3])
     words = 3 + hops * hop_ml
     shim = bytes([0x10, words, 0, 0])
     md = bytes([0x20, 0, hop_ml & 0x1F, rng.randrange(0, 8)]) + \
-        rng.getrandbits(16).to_bytes(2, "big") + bytes(6)
-    stack = bytes(rng.getrandbits(8) for _ in range(hops * hop_ml * 4))
-    b = bytearray(frame)
-    b[15] = (0x17 << 2) | (b[15] & 3)
-    return bytes(b[:42]) + shim + md + stack + bytes(b[42:])
+        rng.choice([0xFFFF, 0x8000, rng.getrandbits(16)]).to_bytes(2, "big") + bytes(6)
+    return shim + md + bytes(rng.getrandbits(8) for _ in range(hops * hop_ml * 4))
 
 
 def mutate(frame: bytes, rng: random.Random) -> bytes:

@@ -34,6 +34,8 @@ def native_state(selected: str, json_bytes: bytes, cp: Any, rng: Any, trace: Any
     if selected == "python":
         return None
     if trace is not None:  # the packet trace instruments the Python path's functions
+        if selected == "native":
+            _say_once("trace", "p4sim: the packet log runs on the Python path")
         return None
     from p4sim.switch.native import build
 
@@ -44,10 +46,10 @@ def native_state(selected: str, json_bytes: bytes, cp: Any, rng: Any, trace: Any
                       "running on the Python path")
         return None
     from p4sim.switch.native.cgen import Unsupported
-    from p4sim.switch.native.runtime import NativeProgram, NativeState
+    from p4sim.switch.native.runtime import NativeState, native_program
 
     try:
-        prog = NativeProgram(json_bytes, cp)
+        prog = native_program(json_bytes, cp)
     except Unsupported as e:
         name = (cp.p.doc.get("program") or "the program") if isinstance(cp.p.doc, dict) \
             else "the program"

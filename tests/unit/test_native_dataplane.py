@@ -77,14 +77,18 @@ def test_entry_change_reaches_native_copy(fabric_json: bytes) -> None:
 def test_library_is_cached(fabric_json: bytes, tmp_path: Path,
                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A second load of the same program does not compile again."""
+    from p4sim.switch.native import runtime
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(build, "_loaded", {})
+    monkeypatch.setattr(runtime, "_programs", {})
     key = build.cache_key(fabric_json)
     Pair(fabric_json)
     lib = build.library_path(key)
     assert lib.exists() and lib.is_relative_to(tmp_path)
     stamp = lib.stat().st_mtime_ns
-    monkeypatch.setattr(build, "_loaded", {})
+    monkeypatch.setattr(build, "_loaded", {})  # a new process: only the file cache is left
+    monkeypatch.setattr(runtime, "_programs", {})
 
     def no_compile(*args: object, **kwargs: object) -> None:
         raise AssertionError("compiled again")
@@ -92,3 +96,54 @@ def test_library_is_cached(fabric_json: bytes, tmp_path: Path,
     monkeypatch.setattr(build.subprocess, "run", no_compile)
     assert Pair(fabric_json).native.dataplane == "native"
     assert lib.stat().st_mtime_ns == stamp
+
+
+def _compile(name: str) -> bytes:
+    import json
+
+    from p4sim.compile import compile_program, parse_args
+
+    src = ROOT / "tests" / "unit" / "p4progs" / name
+    opts = parse_args([str(src), "-o", "unused.json", "-I", str(src.parent)])
+    return json.dumps(compile_program(opts, warnings=[])[0]).encode()
+
+
+def test_uncovered_program_runs_on_python_and_says_so_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from p4sim.switch import native_select
+    from p4sim.switch.dataplane import DataPlane
+
+    program = _compile("meters.p4")
+    native_select._said.clear()
+    first, second = DataPlane(dataplane="native"), DataPlane(dataplane="native")
+    first.load_pipeline(program)
+    second.load_pipeline(program)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("p4sim:")]
+    assert first.dataplane == second.dataplane == "python"
+    assert len(lines) == 1 and "does not cover meters" in lines[0], lines
+
+
+def test_python_mode_and_environment_choose_the_python_path(
+        fabric_json: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    from p4sim.switch.dataplane import DataPlane
+
+    dp = DataPlane(dataplane="python")
+    dp.load_pipeline(fabric_json)
+    assert dp.dataplane == "python"
+    monkeypatch.setenv("P4SIM_DATAPLANE", "python")
+    dp = DataPlane()
+    dp.load_pipeline(fabric_json)
+    assert dp.dataplane == "python"
+    monkeypatch.setenv("P4SIM_DATAPLANE", "bogus")
+    with pytest.raises(ValueError, match="bogus"):
+        DataPlane()
+
+
+def test_no_compiler_means_the_python_path(fabric_json: bytes,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from p4sim.switch.dataplane import DataPlane
+
+    monkeypatch.setattr(build, "compiler", lambda: None)
+    dp = DataPlane()
+    dp.load_pipeline(fabric_json)
+    assert dp.dataplane == "python"

@@ -15,7 +15,7 @@ from typing import Any
 
 from p4sim.switch.api import GroupRef, MemberRef
 from p4sim.switch.native import build
-from p4sim.switch.native.cgen import CGen
+from p4sim.switch.native.cgen import CGen, Unsupported
 from p4sim.switch.packet import PacketAbort
 from p4sim.switch.pipeline import CompiledProgram
 from p4sim.switch.tables import MatchTable
@@ -32,13 +32,32 @@ def abort_exception(code: int) -> Exception:
     return cls(msg)
 
 
+_programs: dict[str, NativeProgram | Unsupported] = {}
+
+
+def native_program(json_bytes: bytes, cp: CompiledProgram) -> NativeProgram:
+    """The program's library, generated and built once per process and JSON (a simulator
+    loads one program on many switches); raises Unsupported for a program not covered."""
+    key = build.cache_key(json_bytes)
+    prog = _programs.get(key)
+    if prog is None:
+        try:
+            prog = NativeProgram(key, cp)
+        except Unsupported as e:
+            prog = e
+        _programs[key] = prog
+    if isinstance(prog, Unsupported):
+        raise prog
+    return prog
+
+
 class NativeProgram:
     """The generated library of one program (shared by every switch running it)."""
 
-    def __init__(self, json_bytes: bytes, cp: CompiledProgram) -> None:
+    def __init__(self, key: str, cp: CompiledProgram) -> None:
         gen = CGen(cp.p)
         source = gen.generate()  # raises Unsupported first: nothing is built for it
-        self.lib = build.build(build.cache_key(json_bytes), source)
+        self.lib = build.build(key, source)
         self.table_names = [t["name"] for t in gen.tables]
         self.registers = gen.registers
         self.counters = gen.counters

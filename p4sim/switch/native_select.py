@@ -51,12 +51,20 @@ def native_state(selected: str, json_bytes: bytes, cp: Any, rng: Any, trace: Any
     try:
         prog = native_program(json_bytes, cp)
     except Unsupported as e:
-        name = (cp.p.doc.get("program") or "the program") if isinstance(cp.p.doc, dict) \
-            else "the program"
         _say_once(build.cache_key(json_bytes), f"p4sim: the native data plane does not cover "
-                  f"{e} in {name}; running it on the Python path")
+                  f"{e} in {_name(cp)}; running it on the Python path")
+        return None
+    except Exception as e:  # a build or load failure (disk, compiler): the Python path
+        _say_once(build.cache_key(json_bytes), f"p4sim: the native data plane could not be "
+                  f"built for {_name(cp)} ({type(e).__name__}: {e}); running it on the "
+                  "Python path")
         return None
     return NativeState(prog, cp, rng)
+
+
+def _name(cp: Any) -> str:
+    doc = cp.p.doc
+    return str(doc.get("program") or "the program") if isinstance(doc, dict) else "the program"
 
 
 def native_flow(*args: Any) -> Any:

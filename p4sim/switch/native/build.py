@@ -32,6 +32,8 @@ void nat_set_register(void *C, int r, i64 *v);
 void nat_set_counter(void *C, int c, i64 *pk, i64 *by);
 int nat_take_counted(void *C);
 int nat_ingress(void *C, i64 *F, const uint8_t *data, i32 len, i32 port, i64 igts, i64 *out);
+int nat_run(void *C, i64 *F, const uint8_t *data, i32 len, i32 port, i64 igts, i64 nowus,
+            const uint8_t *direct, uint8_t *outbuf, i64 *out);
 int nat_egress(void *C, i64 *F, const uint8_t *data, i32 len, i32 pos, i32 port, i64 ts,
                i64 left, i64 prio, uint8_t *outbuf, i64 *out);
 """

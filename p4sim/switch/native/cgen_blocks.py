@@ -517,39 +517,68 @@ class Blocks:
         metadata_valid = [inst.valid_slot for inst in p.headers.values() if inst.metadata]
         deq_mask = self._mask(s("deq_timedelta"))
         self.emit(ENTRY_COMMON)
+        # The stage bodies; the exported calls wrap them in the abort handler (setjmp).
+        self.emit("static void ingress_body(ctx_t *C, pkt_t *P, i64 *F, i32 port, i64 igts, "
+                  "i64 *out) {")
+        self.emit("  memset(F, 0, sizeof(i64) * NSLOTS);")
+        for slot in metadata_valid:
+            self.emit(f"  F[{slot}] = 1;")
+        self.emit(f"  F[{s('ingress_port')}] = port; F[{s('packet_length')}] = P->len; "
+                  f"F[{s('ingress_global_timestamp')}] = igts;")
+        self.emit("  int err = parse(C, P, F);")
+        self.emit(f"  if (err) {{ F[{s('parser_error')}] = err; out[2] = 1; }}")
+        self.emit("  out[1] = P->pos;")
+        self.emit("  verify_ck(C, P, F);")
+        if ingress:
+            self.emit(f"  {ingress}(C, P, F);")
+        self.emit("  out[3] = P->has_clone; out[4] = P->clone_session; out[5] = P->clone_fl;")
+        self.emit("}")
+        self.emit("static int egress_body(ctx_t *C, pkt_t *P, i64 *F, i32 port, i64 ts, "
+                  "i64 left, i64 prio, uint8_t *outbuf, i64 *out) {")
+        self.emit(f"  F[{s('egress_port')}] = port; F[{s('egress_global_timestamp')}] = ts;")
+        self.emit(f"  F[{s('deq_timedelta')}] = (ts - F[{s('enq_timestamp')}]) & {deq_mask}LL;")
+        self.emit(f"  F[{s('deq_qdepth')}] = left; F[{s('qid')}] = prio;")
+        if egress:
+            self.emit(f"  {egress}(C, P, F);")
+        self.emit("  if (P->has_clone) { out[4] = P->clone_session; out[5] = P->clone_fl; "
+                  "return -2; }")
+        self.emit(f"  if (F[{s('egress_spec')}] == {DROP_PORT}) return -3;")
+        self.emit("  update_ck(C, P, F);")
+        self.emit("  return deparse(P, F, outbuf);")
+        self.emit("}")
         self.emit("int nat_ingress(ctx_t *C, i64 *F, const uint8_t *data, i32 len, i32 port, "
                   "i64 igts, i64 *out) {")
         self.emit("  pkt_t P = {F, data, len, 0, 0, 0, 0, 0, len};")
         self.emit("  out[2] = 0;")
         self.emit("  if (setjmp(C->rt.jb)) { out[0] = C->rt.abort_code; return -1; }")
-        self.emit("  memset(F, 0, sizeof(i64) * NSLOTS);")
-        for slot in metadata_valid:
-            self.emit(f"  F[{slot}] = 1;")
-        self.emit(f"  F[{s('ingress_port')}] = port; F[{s('packet_length')}] = len; "
-                  f"F[{s('ingress_global_timestamp')}] = igts;")
-        self.emit("  int err = parse(C, &P, F);")
-        self.emit(f"  if (err) {{ F[{s('parser_error')}] = err; out[2] = 1; }}")
-        self.emit("  out[1] = P.pos;")
-        self.emit("  verify_ck(C, &P, F);")
-        if ingress:
-            self.emit(f"  {ingress}(C, &P, F);")
-        self.emit("  out[3] = P.has_clone; out[4] = P.clone_session; out[5] = P.clone_fl;")
+        self.emit("  ingress_body(C, &P, F, port, igts, out);")
         self.emit("  return 0;")
         self.emit("}")
         self.emit("int nat_egress(ctx_t *C, i64 *F, const uint8_t *data, i32 len, i32 pos, "
                   "i32 port, i64 ts, i64 left, i64 prio, uint8_t *outbuf, i64 *out) {")
         self.emit("  pkt_t P = {F, data, len, pos, 0, 0, 0, 0, len};")
         self.emit("  if (setjmp(C->rt.jb)) { out[0] = C->rt.abort_code; return -1; }")
-        self.emit(f"  F[{s('egress_port')}] = port; F[{s('egress_global_timestamp')}] = ts;")
-        self.emit(f"  F[{s('deq_timedelta')}] = (ts - F[{s('enq_timestamp')}]) & {deq_mask}LL;")
-        self.emit(f"  F[{s('deq_qdepth')}] = left; F[{s('qid')}] = prio;")
-        if egress:
-            self.emit(f"  {egress}(C, &P, F);")
-        self.emit("  if (P.has_clone) { out[4] = P.clone_session; out[5] = P.clone_fl; "
-                  "return -2; }")
-        self.emit(f"  if (F[{s('egress_spec')}] == {DROP_PORT}) return -3;")
-        self.emit("  update_ck(C, &P, F);")
-        self.emit("  return deparse(&P, F, outbuf);")
+        self.emit("  return egress_body(C, &P, F, port, ts, left, prio, outbuf, out);")
+        self.emit("}")
+        # Ingress, and egress at once when the packet's queue lets it through (``direct``):
+        # 0 queue it, 1 ingress special, 2 dropped in ingress, 3 sent (port out[6], length
+        # out[7]), 4 dropped in egress, 5 egress special, -1 aborted.
+        self.emit("int nat_run(ctx_t *C, i64 *F, const uint8_t *data, i32 len, i32 port, "
+                  "i64 igts, i64 nowus, const uint8_t *direct, uint8_t *outbuf, i64 *out) {")
+        self.emit("  pkt_t P = {F, data, len, 0, 0, 0, 0, 0, len};")
+        self.emit("  out[2] = 0;")
+        self.emit("  if (setjmp(C->rt.jb)) { out[0] = C->rt.abort_code; return -1; }")
+        self.emit("  ingress_body(C, &P, F, port, igts, out);")
+        self.emit(f"  if (P.has_clone || F[{s('mcast_grp')}]) return 1;")
+        self.emit(f"  i64 ep = F[{s('egress_spec')}];")
+        self.emit(f"  if (ep == {DROP_PORT}) return 2;")
+        self.emit("  if (!direct || ep < 0 || ep >= 512 || !direct[ep]) return 0;")
+        self.emit(f"  F[{s('enq_timestamp')}] = nowus & {self._mask(s('enq_timestamp'))}LL; "
+                  f"F[{s('enq_qdepth')}] = 0;")
+        self.emit("  out[6] = ep;")
+        self.emit("  int n = egress_body(C, &P, F, (i32)ep, nowus, 0, 0, outbuf, out);")
+        self.emit("  if (n >= 0) { out[7] = n; return 3; }")
+        self.emit("  return n == -3 ? 4 : 5;")
         self.emit("}")
 
     def _mask(self, slot: int) -> int:

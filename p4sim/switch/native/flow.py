@@ -11,6 +11,7 @@ from p4sim.switch.native import build
 from p4sim.switch.native.runtime import NativeState, abort_exception
 from p4sim.switch.packet import Packet
 from p4sim.switch.primitives import DROP_PORT
+from p4sim.switch.tm import Queue
 from p4sim.switch.v1model import V1Model
 
 
@@ -36,8 +37,12 @@ class NativeFlow(V1Model):
         self._ffi, self._lib, self._C = ffi, state.lib, state.C
         self._nslots = state.prog.nslots
         self._out = ffi.new("i64[8]")
-        self._obuf_size = state.prog.hdr_bytes + 16384
+        self._hdr_bytes = state.prog.hdr_bytes
+        self._obuf_size = self._hdr_bytes + 16384
         self._obuf = ffi.new("uint8_t[]", self._obuf_size)
+        self._F = ffi.new("i64[]", self._nslots)  # the PHV of the packet in ingress
+        self._direct = ffi.new("uint8_t[]", 512)  # ports whose queue a packet bypasses
+        self._direct_gen = -1
         self.py_receive, self.py_egress = self.receive, self.egress
         self.receive = self._receive  # type: ignore[method-assign]
         self.egress = self._egress_any  # type: ignore[method-assign]
@@ -53,29 +58,63 @@ class NativeFlow(V1Model):
             self.native.sync()
         if type(frame) is not bytes:
             frame = bytes(frame)
-        F = self._ffi.new("i64[]", self._nslots)
-        out = self._out
-        rc = self._lib.nat_ingress(self._C, F, frame, len(frame), port,
-                                   (self.clock() - self.t0) // 1000, out)
+        clock, t0, tm = self.clock, self.t0, self.tm
+        igts = (clock() - t0) // 1000
+        # Egress in the same call when the packet will find its queue empty and unlimited
+        # (stages.to_egress's bypass); which ports qualify is cached per queue settings.
+        if not tm.backlog and not tm.links and tm.priorities == 1 and not self._in_egress:
+            if Queue.generation != self._direct_gen:
+                self._rebuild_direct()
+            direct, nowus = self._direct, (clock() - t0) // 1000
+        else:
+            direct, nowus = self._ffi.NULL, -1
+        if len(frame) + self._hdr_bytes > self._obuf_size:
+            self._grow(len(frame))
+        out, F = self._out, self._F
+        rc = self._lib.nat_run(self._C, F, frame, len(frame), port, igts, nowus, direct,
+                               self._obuf, out)
         if out[2]:
             self.counters.parser_errors += 1
-        if rc < 0:
+        if rc == 3:
+            self.output(out[6], self._ffi.buffer(self._obuf, out[7])[:])
+        elif rc == 2 or rc == 4:
+            self.counters.pipeline_drops += 1
+        elif rc == -1:
             self._abort(abort_exception(out[0]))
-            return
+        else:
+            self._slow(rc, port, frame)
+
+    def _slow(self, rc: int, port: int, frame: bytes) -> None:
+        """After nat_run: the packet waits in its queue (0), needs the Python path's special
+        handling (1), or asked for an egress clone (5)."""
+        out = self._out
+        G = self._ffi.new("i64[]", self._nslots)
+        self._ffi.memmove(G, self._F, self._nslots * 8)
         try:
-            if out[3] or F[self.s_mcast]:
-                P = self._to_python(F, frame, out[1], port)
+            if rc == 1:
+                P = self._to_python(G, frame, out[1], port)
                 if out[3]:
                     P.clone_session, P.clone_fl = out[4], out[5]
                 self._after_ingress_special(P, P.F)
-                return
-            eport = F[self.s_es]
-            if eport == DROP_PORT:
-                self.counters.pipeline_drops += 1
-                return
-            self._to_egress(NativePacket(F, frame, out[1], port), eport)
+            elif rc == 0:
+                self._to_egress(NativePacket(G, frame, out[1], port), G[self.s_es])
+            else:
+                self._egress_clone_tail(NativePacket(G, frame, out[1], port), out[6],
+                                        out[4], out[5])
         except Exception as e:  # a bad packet never stops the switch
             self._abort(e)
+
+    def _rebuild_direct(self) -> None:
+        self._direct_gen = Queue.generation
+        direct = self._direct
+        direct[0:512] = bytes(512)
+        for (port, prio), q in self.tm.queues.items():
+            if prio == 0 and 0 <= port < 512 and q.bypass:
+                direct[port] = 1
+
+    def _grow(self, length: int) -> None:
+        self._obuf_size = self._hdr_bytes + length
+        self._obuf = self._ffi.new("uint8_t[]", self._obuf_size)
 
     def _to_python(self, F: Any, frame: bytes, pos: int, port: int) -> Packet:
         values = self._ffi.unpack(F, self._nslots)
@@ -121,10 +160,8 @@ class NativeFlow(V1Model):
     def _egress(self, P: NativePacket, port: int, prio: int, left: int, now: int) -> None:
         if self.native.dirty:
             self.native.sync()
-        need = self.native.prog.hdr_bytes + len(P.data)
-        if need > self._obuf_size:
-            self._obuf_size = need
-            self._obuf = self._ffi.new("uint8_t[]", need)
+        if len(P.data) + self._hdr_bytes > self._obuf_size:
+            self._grow(len(P.data))
         out = self._out
         n = self._lib.nat_egress(self._C, P.F, P.data, len(P.data), P.pos, port,
                                  (now - self.t0) // 1000, left, prio, self._obuf, out)

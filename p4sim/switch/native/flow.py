@@ -42,47 +42,58 @@ class NativeFlow(V1Model):
         self._obuf = ffi.new("uint8_t[]", self._obuf_size)
         self._F = ffi.new("i64[]", self._nslots)  # the PHV of the packet in ingress
         self._direct = ffi.new("uint8_t[]", 512)  # ports whose queue a packet bypasses
-        self._direct_gen = -1
+        self._direct_gen = [-1]
         self.py_receive, self.py_egress = self.receive, self.egress
-        self.receive = self._receive  # type: ignore[method-assign]
+        self.receive = self._make_receive()
         self.egress = self._egress_any  # type: ignore[method-assign]
 
     # -- ingress --------------------------------------------------------------------------------
 
-    def _receive(self, port: int, frame: bytes, instance_type: int = 0,
-                 preserved: Any = None, passes: int = 0) -> None:
-        if instance_type:  # resubmitted and recirculated packets: the Python path
-            self.py_receive(port, frame, instance_type, preserved, passes)
-            return
-        if self.native.dirty:
-            self.native.sync()
-        if type(frame) is not bytes:
-            frame = bytes(frame)
-        clock, t0, tm = self.clock, self.t0, self.tm
-        igts = (clock() - t0) // 1000
-        # Egress in the same call when the packet will find its queue empty and unlimited
-        # (stages.to_egress's bypass); which ports qualify is cached per queue settings.
-        if not tm.backlog and not tm.links and tm.priorities == 1 and not self._in_egress:
-            if Queue.generation != self._direct_gen:
-                self._rebuild_direct()
-            direct, nowus = self._direct, (clock() - t0) // 1000
-        else:
-            direct, nowus = self._ffi.NULL, -1
-        if len(frame) + self._hdr_bytes > self._obuf_size:
-            self._grow(len(frame))
-        out, F = self._out, self._F
-        rc = self._lib.nat_run(self._C, F, frame, len(frame), port, igts, nowus, direct,
-                               self._obuf, out)
-        if out[2]:
-            self.counters.parser_errors += 1
-        if rc == 3:
-            self.output(out[6], self._ffi.buffer(self._obuf, out[7])[:])
-        elif rc == 2 or rc == 4:
-            self.counters.pipeline_drops += 1
-        elif rc == -1:
-            self._abort(abort_exception(out[0]))
-        else:
-            self._slow(rc, port, frame)
+    def _make_receive(self) -> Any:
+        """``receive`` with this flow's constants bound as locals (the hot path)."""
+        native, clock, t0, tm, counters = self.native, self.clock, self.t0, self.tm, self.counters
+        run, C, out, F, obuf = self._lib.nat_run, self._C, self._out, self._F, self._obuf
+        limit = self._obuf_size - self._hdr_bytes
+        unpack, obuf_c, NULL = self._ffi.unpack, self._ffi.cast("char *", obuf), self._ffi.NULL
+        direct, gen, output, slow = self._direct, self._direct_gen, self.output, self._slow
+        py_receive = self.py_receive
+
+        def receive(port: int, frame: bytes, instance_type: int = 0, preserved: Any = None,
+                    passes: int = 0) -> None:
+            if instance_type:  # resubmitted and recirculated packets: the Python path
+                py_receive(port, frame, instance_type, preserved, passes)
+                return
+            if native.dirty:
+                native.sync()
+            if type(frame) is not bytes:
+                frame = bytes(frame)
+            n = len(frame)
+            if n > limit:
+                self._grow(n)
+                self.receive(port, frame)
+                return
+            igts = (clock() - t0) // 1000
+            # Egress in the same call when the packet will find its queue empty and
+            # unlimited (stages.to_egress's bypass); the ports that qualify are cached until
+            # a queue's settings change.
+            if not tm.backlog and not tm.links and tm.priorities == 1 and not self._in_egress:
+                if Queue.generation != gen[0]:
+                    self._rebuild_direct()
+                rc = run(C, F, frame, n, port, igts, (clock() - t0) // 1000, direct, obuf, out)
+            else:
+                rc = run(C, F, frame, n, port, igts, -1, NULL, obuf, out)
+            if out[2]:
+                counters.parser_errors += 1
+            if rc == 3:
+                output(out[6], unpack(obuf_c, out[7]))
+            elif rc == 2 or rc == 4:
+                counters.pipeline_drops += 1
+            elif rc == -1:
+                self._abort(abort_exception(out[0]))
+            else:
+                slow(rc, port, frame)
+
+        return receive
 
     def _slow(self, rc: int, port: int, frame: bytes) -> None:
         """After nat_run: the packet waits in its queue (0), needs the Python path's special
@@ -105,7 +116,7 @@ class NativeFlow(V1Model):
             self._abort(e)
 
     def _rebuild_direct(self) -> None:
-        self._direct_gen = Queue.generation
+        self._direct_gen[0] = Queue.generation
         direct = self._direct
         direct[0:512] = bytes(512)
         for (port, prio), q in self.tm.queues.items():
@@ -115,6 +126,7 @@ class NativeFlow(V1Model):
     def _grow(self, length: int) -> None:
         self._obuf_size = self._hdr_bytes + length
         self._obuf = self._ffi.new("uint8_t[]", self._obuf_size)
+        self.receive = self._make_receive()  # bound to the new buffer
 
     def _to_python(self, F: Any, frame: bytes, pos: int, port: int) -> Packet:
         values = self._ffi.unpack(F, self._nslots)

@@ -147,3 +147,15 @@ def test_no_compiler_means_the_python_path(fabric_json: bytes,
     dp = DataPlane()
     dp.load_pipeline(fabric_json)
     assert dp.dataplane == "python"
+
+
+@pytest.mark.parametrize("choice", ["native", "python"])
+def test_switch_command_line_chooses_the_path(fabric_json: bytes, tmp_path: Path,
+                                              choice: str) -> None:
+    from p4sim.switch.main import _data_plane, parse_args
+
+    prog = tmp_path / "fabric.json"
+    prog.write_bytes(fabric_json)
+    dp = _data_plane(parse_args(["--dataplane", choice, str(prog), "--",
+                                 "--grpc-server-addr", "127.0.0.1:1"]))
+    assert dp.dataplane == choice

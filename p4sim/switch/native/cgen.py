@@ -14,7 +14,7 @@ from typing import Any
 from p4sim.switch.codegen import hexstr
 from p4sim.switch.program import HeaderInstance, HeaderType, Program
 
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 PRELUDE = (Path(__file__).with_name("prelude.h")).read_text()
 MAX_WIDTH = 63  # fields, keys and action data held in an int64 slot as the Python int is
 
@@ -53,8 +53,8 @@ class CGen:
 
     def check_layout(self) -> None:
         p = self.p
-        if p.union_stacks or p.unions:
-            raise Unsupported("header unions")
+        if p.union_stacks:
+            raise Unsupported("header union stacks")
         if p.meter_arrays:
             raise Unsupported("meters")
         if p.parse_vsets:
@@ -102,6 +102,10 @@ class CGen:
                 lst, n = self.stack_list(stack.name)
                 idx = self.expr(value["right"])
                 return stack.headers[0].htype, None, f"{lst}[pyidx(R, {idx}, {n})]"
+            if op == "access_union_header" and value["left"].get("type") == "header_union":
+                union = self.p.unions[value["left"]["value"]]
+                inst = list(union.members.values())[value["right"]]
+                return inst.htype, inst, None
             if op == "?":
                 cond = self.expr(value["cond"])
                 ta, ia, sa = self.header(value["left"])
@@ -110,6 +114,14 @@ class CGen:
                 sb = sb or str(self.hdr_index[ib.name])  # type: ignore[union-attr]
                 return ta, None, f"(({cond}) ? ({sa}) : ({sb}))"
         raise Unsupported(f"header operand {kind!r}")
+
+    def others_invalid(self, ref: tuple) -> list[str]:
+        """A header union holds at most one valid member: the others' validity cleared."""
+        inst = ref[1]
+        if inst is None or inst.union is None:
+            return []
+        return [f"F[{o.valid_slot}] = 0;" for o in self.p.unions[inst.union].members.values()
+                if o is not inst]
 
     def valid_src(self, ref: tuple) -> str:
         _t, inst, src = ref
@@ -207,6 +219,12 @@ class CGen:
             return f"(({self.expr(e['cond'])}) ? {self.expr(left)} : {self.expr(right)})"
         if op == "valid":
             return f"((i128)({self.valid_src(self.header(right))} != 0))"
+        if op == "valid_union":
+            union = self.p.unions.get(right.get("value"))
+            if union is None:
+                raise Unsupported(f"valid_union of {right.get('value')!r}")
+            terms = " || ".join(f"F[{h.valid_slot}] != 0" for h in union.members.values())
+            return f"((i128)({terms or '0'}))"
         if op == "access_field":
             ref = self.header(left)
             _n, width, signed = ref[0].fields[right]
@@ -217,6 +235,8 @@ class CGen:
                 raise Unsupported(f"expression {op} of {right.get('value')!r}")
             minus = " - 1" if op == "last_stack_index" else ""
             return f"((i128)F[{stack.next_slot}]{minus})"
+        if op == "access_union_header":
+            return f"((i128){self.valid_src(self.header({'type': 'expression', 'value': e}))})"
         if op == "dereference_header_stack":
             return f"((i128){self.valid_src(self.header({'type': 'expression', 'value': e}))})"
         raise Unsupported(f"expression op {op!r}")

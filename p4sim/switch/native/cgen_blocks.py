@@ -13,6 +13,7 @@ HASHES = {"crc32": "h_crc32", "crc32_custom": "h_crc32", "crc16": "h_crc16",
           "crc16_custom": "h_crc16", "csum16": "h_csum16", "cksum16": "h_csum16",
           "identity": "h_identity", "xor16": "h_xor16", "xor32": "h_xor32"}
 AB_RANDOM = 5
+AB_NEGATIVE_POS = 6
 
 
 class Blocks:
@@ -175,11 +176,17 @@ class Blocks:
             return [g.store(lv, f"((i128)F[{lv[0]}] {sign} {g.expr(ps[1])})")]
         if op == "assign_header":
             return self._copy_header(g.header(ps[0]), g.header(ps[1]))
+        if op == "assign_union":
+            du, su = p.unions[ps[0]["value"]], p.unions[ps[1]["value"]]
+            lines = []
+            for dh, sh in zip(du.members.values(), su.members.values()):
+                lines += self._copy_header((dh.htype, dh, None), (sh.htype, sh, None))
+            return lines
         if op in ("add_header", "add_header_fast"):
             ref = g.header(ps[0])
             lines = [f"if (!{g.valid_src(ref)}) {{"]
             lines += [f"  F[{g.field_slot(ref, i)}] = 0;" for i in range(len(ref[0].fields))]
-            return [*lines, f"  {g.valid_src(ref)} = 1;", "}"]
+            return [*lines, f"  {g.valid_src(ref)} = 1;", "}", *g.others_invalid(ref)]
         if op == "remove_header":
             return [f"{g.valid_src(g.header(ps[0]))} = 0;"]
         if op in ("push", "pop"):
@@ -264,7 +271,7 @@ class Blocks:
         short = err["PacketTooShort"]
         states = {s.get("name"): s for s in parser.get("parse_states") or []}
         self.emit("static int parse(ctx_t *C, pkt_t *P, i64 *F) {")
-        self.emit("  rt_t *R = &C->rt; (void)R;")
+        self.emit("  rt_t *R = &C->rt; (void)R; const i64 *D = 0; (void)D;")
         init = parser.get("init_state")
         if init not in states:
             raise Unsupported("parser without its init state")
@@ -289,7 +296,8 @@ class Blocks:
                 inst = p.header(tval)
                 refs = [(f.slot, f.width, f.signed) for f in inst.fields]
                 lines = self._extract(refs, inst.htype.fixed_bits, "{slot}", short)
-                return [*lines, f"F[{inst.valid_slot}] = 1;"]
+                return [*lines, f"F[{inst.valid_slot}] = 1;",
+                        *g.others_invalid((inst.htype, inst, None))]
             if ttype == "stack":
                 stack = p.stacks[tval]
                 lst, n = g.stack_list(stack.name)
@@ -308,6 +316,20 @@ class Blocks:
             return [g.store(g.lvalue(ps[0]), g.expr(ps[1]))]
         if kind == "verify":
             return [f"if (!({g.expr(ps[0])})) return (int)({g.expr(ps[1])});"]
+        if kind in ("advance", "shift"):
+            # advance: bits, whole bytes only (BMv2: else ParserInvalidArgument); shift: bytes.
+            lines = ["{", f"  i128 b = {g.expr(ps[0])};"]
+            if kind == "advance":
+                lines += [f"  if (fmod_(R, b, 8) != 0) return {err['ParserInvalidArgument']};",
+                          "  b = fdiv(R, b, 8);"]
+            return [*lines, "  i128 e = (i128)P->pos + b;",
+                    f"  if (e > P->len) return {short};",
+                    f"  if (e < 0) nat_abort(R, {AB_NEGATIVE_POS});", "  P->pos = (i32)e;", "}"]
+        if kind == "primitive":
+            inner = ps[0]
+            if inner.get("op") in ("exit", "_jump", "_jump_if_zero"):
+                raise Unsupported(f"parser primitive {inner.get('op')!r}")
+            return self.primitive(inner, 0, f"parser primitive {inner.get('op')!r}")
         raise Unsupported(f"parser op {kind!r}")
 
     def _transition(self, st: dict, err: dict) -> list[str]:

@@ -24,7 +24,8 @@ _ABORTS = {1: (IndexError, "list index out of range"),
            2: (ZeroDivisionError, "integer division or modulo by zero"),
            3: (ValueError, "negative shift count"),
            4: (PacketAbort, "assertion failed"),
-           5: (ValueError, "empty range for randrange()")}
+           5: (ValueError, "empty range for randrange()"),
+           6: (ValueError, "parser moved before the start of the packet")}
 
 
 def abort_exception(code: int) -> Exception:

@@ -159,3 +159,16 @@ def test_switch_command_line_chooses_the_path(fabric_json: bytes, tmp_path: Path
     dp = _data_plane(parse_args(["--dataplane", choice, str(prog), "--",
                                  "--grpc-server-addr", "127.0.0.1:1"]))
     assert dp.dataplane == choice
+
+
+def test_counter_and_register_writes_read_back_alike(fabric_json: bytes) -> None:
+    """Counters and registers live in C memory on the native path: any 64-bit counter value
+    and any register value of its width reads back as on the Python path, and bad ones fail
+    alike."""
+    pair = Pair(fabric_json)
+    pair.both("counter_write", "MyIngress.port_rx", 1, (1 << 64) - 1, 1 << 63)
+    assert pair.both("counter_read", "MyIngress.port_rx", 1) == ("ok", ((1 << 64) - 1, 1 << 63))
+    pair.both("register_write", "port_qdepth", 3, (1 << 32) - 1)
+    assert pair.both("register_read", "port_qdepth", 3) == ("ok", (1 << 32) - 1)
+    assert pair.both("register_write", "port_qdepth", 3, 1 << 32)[0] == "error"
+    assert pair.both("counter_read", "MyIngress.port_rx", 512)[0] == "error"

@@ -29,7 +29,7 @@ void nat_init(void *C, i64 (*randint)(i64, i64));
 void nat_set_table(void *C, int t, i32 n, i64 *m, i32 *act, i64 *data, i32 *goff, i32 *gcnt,
                    i32 *gact, i64 *gdata, i64 *pk, i64 *by, i32 def_act, i64 *def_data);
 void nat_set_register(void *C, int r, i64 *v);
-void nat_set_counter(void *C, int c, i64 *pk, i64 *by);
+void nat_set_counter(void *C, int c, uint64_t *pk, uint64_t *by);
 int nat_take_counted(void *C);
 int nat_ingress(void *C, i64 *F, const uint8_t *data, i32 len, i32 port, i64 igts, i64 *out);
 int nat_run(void *C, i64 *F, const uint8_t *data, i32 len, i32 port, i64 igts, i64 nowus,

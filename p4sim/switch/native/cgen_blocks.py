@@ -638,6 +638,8 @@ void nat_set_table(ctx_t *C, int t, i32 n, i64 *m, i32 *act, i64 *data, i32 *gof
     T->def_data = def_data;
 }
 void nat_set_register(ctx_t *C, int r, i64 *v) { C->reg[r] = v; }
-void nat_set_counter(ctx_t *C, int c, i64 *pk, i64 *by) { C->cpk[c] = pk; C->cby[c] = by; }
+void nat_set_counter(ctx_t *C, int c, uint64_t *pk, uint64_t *by) {
+    C->cpk[c] = (i64 *)pk; C->cby[c] = (i64 *)by;
+}
 int nat_take_counted(ctx_t *C) { int c = C->rt.counted; C->rt.counted = 0; return c; }
 """

@@ -87,7 +87,9 @@ class NativeState:
             self.lib.nat_set_register(self.C, rid, arr)
         for cid, name in enumerate(prog.counters):
             ctr = cp.counters[name]
-            pk, by = ffi.new("i64[]", max(1, ctr.size)), ffi.new("i64[]", max(1, ctr.size))
+            # Unsigned: a counter written over P4Runtime may hold any 64-bit value.
+            pk = ffi.new("uint64_t[]", max(1, ctr.size))
+            by = ffi.new("uint64_t[]", max(1, ctr.size))
             for i in range(ctr.size):
                 pk[i], by[i] = ctr.packets[i], ctr.bytes[i]
             ctr.packets, ctr.bytes = pk, by

@@ -218,10 +218,11 @@ def _fabric_entities():
     return ents
 
 
-def fabric_routed(seconds: float, rates: list[int], packets: int
+def fabric_routed(seconds: float, rates: list[int], packets: int, dataplane: str = "auto"
                   ) -> tuple[float, list[tuple[int, float, float]]] | None:
     """fabric.p4 as a leaf spraying RoCEv2 cells over two ports, its tables written over
-    P4Runtime: in-process pps, then over veths (p4sim switch as a process)."""
+    P4Runtime: in-process pps, then over veths (p4sim switch as a process, its data plane
+    path ``dataplane``)."""
     from controlplane.connection import SwitchConnection
     from netlab.targets import compile_p4
 
@@ -232,7 +233,7 @@ def fabric_routed(seconds: float, rates: list[int], packets: int
             pairs = [lab.veth(f"s{i}", f"h{i}") for i in range(3)]
             port = free_port()
             argv = [sys.executable, "-m", "p4sim.cli", "switch", "--device-id", "1",
-                    "--thrift-port", str(port + 1)]
+                    "--thrift-port", str(port + 1), "--dataplane", dataplane]
             for i, (sw_if, _) in enumerate(pairs):
                 argv += ["-i", f"{i}@{sw_if}"]
             argv += ["--no-p4", "--", "--grpc-server-addr", f"127.0.0.1:{port}"]
@@ -243,7 +244,8 @@ def fabric_routed(seconds: float, rates: list[int], packets: int
             conn.set_pipeline(p4info, json_path)
             conn.insert(*_fabric_entities())
             # In-process figure from the same JSON and entries, for the ratio.
-            inproc = _fabric_inproc(json_path, packets)
+            inproc = _fabric_inproc(json_path, packets,
+                                    None if dataplane == "auto" else dataplane)
             tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
             tx.bind((pairs[0][1], 0))
             pkt = _fabric_cell()
@@ -368,16 +370,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio switch/forwarder (lossless): "
           f"{sw_lossless / fw_lossless if fw_lossless else 0:6.2f}")
     print(f"ratio veth peak/in-process       : {sw_peak / inproc if inproc else 0:6.2f}")
-    routed = fabric_routed(ns.seconds, [1000, 2000, 4000, 6000, 8000, 12000, 16000, 24000],
-                           ns.packets // 10)
-    if routed is not None:
+    peaks = {}
+    for path in ("python", "native"):
+        routed = fabric_routed(ns.seconds, [1000, 2000, 4000, 6000, 8000, 12000, 16000, 24000,
+                                            32000, 48000, 64000], ns.packets // 10, path)
+        if routed is None:
+            continue
         f_inproc, f_results = routed
-        print(f"fabric.p4 routed+sprayed in-process : {f_inproc / 1000:6.1f} kpps "
+        print(f"fabric.p4 routed+sprayed in-process ({path}) : {f_inproc / 1000:6.1f} kpps "
               "(leaf entries, RoCEv2 cells)")
-        _, f_peak = summarize("fabric.p4 over veths", f_results)
-        print(f"ratio fabric.p4/basic over veths (peak): {f_peak / sw_peak if sw_peak else 0:6.2f}")
-        print(f"ratio fabric.p4 over veths/forwarder (peak): "
+        _, f_peak = summarize(f"fabric.p4 over veths ({path})", f_results)
+        peaks[path] = f_peak
+        print(f"ratio fabric.p4/basic over veths (peak, {path}): "
+              f"{f_peak / sw_peak if sw_peak else 0:6.2f}")
+        print(f"ratio fabric.p4 over veths/forwarder (peak, {path}): "
               f"{f_peak / fw_peak if fw_peak else 0:6.2f}")
+    if peaks.get("python"):
+        print(f"ratio fabric.p4 over veths native/python (peak): "
+              f"{peaks.get('native', 0) / peaks['python']:6.2f}")
     print(f"ratio switch peak/BMv2 ~{BMV2_REFERENCE_KPPS} kpps  : "
           f"{sw_peak / (BMV2_REFERENCE_KPPS * 1000):6.2f}  (reference figure from DESIGN.md)")
     return 0

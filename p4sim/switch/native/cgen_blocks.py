@@ -176,6 +176,12 @@ class Blocks:
             return [g.store(lv, f"((i128)F[{lv[0]}] {sign} {g.expr(ps[1])})")]
         if op == "assign_header":
             return self._copy_header(g.header(ps[0]), g.header(ps[1]))
+        if op == "assign_header_stack":
+            ds, ss = p.stacks[ps[0]["value"]], p.stacks[ps[1]["value"]]
+            lines = [f"F[{ds.next_slot}] = F[{ss.next_slot}];"]
+            for dh, sh in zip(ds.headers, ss.headers):
+                lines += self._copy_header((dh.htype, dh, None), (sh.htype, sh, None))
+            return lines
         if op == "assign_union":
             du, su = p.unions[ps[0]["value"]], p.unions[ps[1]["value"]]
             lines = []

@@ -21,6 +21,8 @@ typedef struct {
     i64 *pk, *by;   /* direct counter increments since the last flush */
     i32 def_act;    /* -1: no default action */
     i64 *def_data;
+    i32 *hidx;      /* exact tables: open-addressing index of the entries (-1 empty) */
+    i32 hsize;      /* its size, a power of two; 0: search the entries in order */
 } tbl_t;
 
 typedef struct {
@@ -168,8 +170,45 @@ static uint64_t h_xor32(const uint8_t *b, int n) {
     return v;
 }
 
+static inline uint64_t key_hash(const i64 *key, int nk) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int k = 0; k < nk; k++) {
+        h ^= (uint64_t)key[k];
+        h *= 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+static inline int entry_matches(const i64 *m, const i64 *key, int nk) {
+    for (int k = 0; k < nk; k++) {
+        const i64 *q = m + 3 * k;
+        if (q[0]) { if (key[k] < q[1] || key[k] > q[2]) return 0; }
+        else if ((key[k] & q[1]) != q[2]) return 0;
+    }
+    return 1;
+}
+
+/* An exact table's entries have distinct keys: index them by their key values. */
+static void tbl_index(tbl_t *t, int nk) {
+    i64 key[64];
+    for (int i = 0; i < t->hsize; i++) t->hidx[i] = -1;
+    for (int e = 0; e < t->n; e++) {
+        for (int k = 0; k < nk; k++) key[k] = t->m[(i64)e * 3 * nk + 3 * k + 2];
+        uint64_t h = key_hash(key, nk) & (uint64_t)(t->hsize - 1);
+        while (t->hidx[h] != -1) h = (h + 1) & (uint64_t)(t->hsize - 1);
+        t->hidx[h] = e;
+    }
+}
+
 /* A table search: the first entry whose every key field matches (Python's order). */
 static int tbl_find(const tbl_t *t, const i64 *key, int nk) {
+    if (t->hsize) {
+        uint64_t h = key_hash(key, nk) & (uint64_t)(t->hsize - 1);
+        for (int e; (e = t->hidx[h]) != -1; h = (h + 1) & (uint64_t)(t->hsize - 1))
+            if (entry_matches(t->m + (i64)e * 3 * nk, key, nk)) return e;
+        return -1;
+    }
     const i64 *m = t->m;
     for (int e = 0; e < t->n; e++, m += 3 * nk) {
         int k = 0;

@@ -174,10 +174,15 @@ class NativeState:
         adef = t.default_action
         for j, v in enumerate(t.default_data if adef is not None else ()):
             def_data[j] = v
-        self._keep[tid] = (m, act, data, goff, gcnt, pk, by, gact, gdata, def_data)
+        # Exact tables past a few entries get a hash index (their keys are distinct).
+        hsize = 0
+        if t.mode == "exact" and n > 4:
+            hsize = 1 << (2 * n).bit_length()
+        hidx = ffi.new("i32[]", max(1, hsize))
+        self._keep[tid] = (m, act, data, goff, gcnt, pk, by, gact, gdata, def_data, hidx)
         self.synced[tid] = entries
         self.lib.nat_set_table(self.C, tid, n, m, act, data, goff, gcnt, gact, gdata, pk, by,
-                               adef.id if adef is not None else -1, def_data)
+                               adef.id if adef is not None else -1, def_data, hidx, hsize, nk)
 
     @staticmethod
     def _resolve(t: MatchTable, e: Any) -> Any:

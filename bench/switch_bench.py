@@ -4,11 +4,13 @@
 2. over veths: `p4sim switch` as a process between two veth pairs in a fresh namespace, fed by
    a paced AF_PACKET sender at rising offered rates, counting what arrives (kernel counters);
 3. ceiling: the same veth set-up with a plain Python AF_PACKET forwarder (netlab.forwarder)
-   in place of the switch.
+   in place of the switch;
+4. fabric.p4 routed+sprayed in process on the Python and the native (C) path, alternating.
 
 Prints the highest lossless rate (>= 99.5% delivered) and the peak delivered rate for each, and
-the ratios (switch / ceiling, veth / in-process). No assertions.
+the ratios (switch / ceiling, veth / in-process, native / python). No assertions.
 Usage: python bench/switch_bench.py [--seconds 3] [--packets 50000] [--json PROG.json]
+       [--only inproc]
 """
 
 from __future__ import annotations
@@ -216,10 +218,11 @@ def _fabric_entities():
     return ents
 
 
-def fabric_routed(seconds: float, rates: list[int], packets: int
+def fabric_routed(seconds: float, rates: list[int], packets: int, dataplane: str = "auto"
                   ) -> tuple[float, list[tuple[int, float, float]]] | None:
     """fabric.p4 as a leaf spraying RoCEv2 cells over two ports, its tables written over
-    P4Runtime: in-process pps, then over veths (p4sim switch as a process)."""
+    P4Runtime: in-process pps, then over veths (p4sim switch as a process, its data plane
+    path ``dataplane``)."""
     from controlplane.connection import SwitchConnection
     from netlab.targets import compile_p4
 
@@ -230,7 +233,7 @@ def fabric_routed(seconds: float, rates: list[int], packets: int
             pairs = [lab.veth(f"s{i}", f"h{i}") for i in range(3)]
             port = free_port()
             argv = [sys.executable, "-m", "p4sim.cli", "switch", "--device-id", "1",
-                    "--thrift-port", str(port + 1)]
+                    "--thrift-port", str(port + 1), "--dataplane", dataplane]
             for i, (sw_if, _) in enumerate(pairs):
                 argv += ["-i", f"{i}@{sw_if}"]
             argv += ["--no-p4", "--", "--grpc-server-addr", f"127.0.0.1:{port}"]
@@ -241,7 +244,8 @@ def fabric_routed(seconds: float, rates: list[int], packets: int
             conn.set_pipeline(p4info, json_path)
             conn.insert(*_fabric_entities())
             # In-process figure from the same JSON and entries, for the ratio.
-            inproc = _fabric_inproc(json_path, packets)
+            inproc = _fabric_inproc(json_path, packets,
+                                    None if dataplane == "auto" else dataplane)
             tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
             tx.bind((pairs[0][1], 0))
             pkt = _fabric_cell()
@@ -259,13 +263,15 @@ def fabric_routed(seconds: float, rates: list[int], packets: int
             return inproc, results
 
 
-def _fabric_inproc(json_path: Path, packets: int) -> float:
+def _fabric_inproc(json_path: Path, packets: int, dataplane: str | None = None) -> float:
     """The entries of ``_fabric_entities`` written straight into an in-process DataPlane (its
-    own API, not P4Runtime), and the same cell pushed through it."""
+    own API, not P4Runtime), and the same cell pushed through it (on ``dataplane``'s path)."""
     from p4sim.switch.api import Exact, GroupMember, GroupRef
 
-    dp = DataPlane()
+    dp = DataPlane(dataplane=dataplane)
     dp.load_pipeline(json_path.read_bytes())
+    if dataplane is not None and dp.dataplane != dataplane:
+        raise RuntimeError(f"fabric.p4 runs on the {dp.dataplane} path, not {dataplane}")
     ing, egr = "MyIngress", "MyEgress"
     mac = int(ROUTER_MAC.replace(":", ""), 16)
     dp.table_insert(f"{ing}.forwarding.my_station", TableEntry((Exact(mac),), ActionCall("NoAction")))
@@ -296,6 +302,26 @@ def _fabric_inproc(json_path: Path, packets: int) -> float:
     return packets / (time.perf_counter() - t0)
 
 
+def fabric_paths(packets: int, rounds: int = 3) -> tuple[float, float] | None:
+    """fabric.p4 routed+sprayed in process on the Python and the native path, alternating
+    (best of ``rounds`` each), so both see the same machine load: (python pps, native pps)."""
+    from netlab.targets import compile_p4
+    from p4sim.switch.native.build import available
+
+    why = available()
+    if why is not None:
+        print(f"fabric.p4 native path: skipped ({why})")
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        json_path, _ = compile_p4(ROOT / "p4src" / "fabric.p4", tmp, target="embedded")
+        best = {"python": 0.0, "native": 0.0}
+        for _ in range(rounds):
+            for path in best:
+                count = packets if path == "native" else max(1000, packets // 10)
+                best[path] = max(best[path], _fabric_inproc(json_path, count, path))
+    return best["python"], best["native"]
+
+
 def _root_rx(ifname: str) -> int:
     return int(Path(f"/sys/class/net/{ifname}/statistics/rx_packets").read_text())
 
@@ -314,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=1.0, help="per offered rate")
     ap.add_argument("--packets", type=int, default=50000)
     ap.add_argument("--json", type=Path, default=BASIC)
+    ap.add_argument("--only", choices=("inproc",), default=None,
+                    help="inproc: the in-process figures only (no root, no veths)")
     ns = ap.parse_args(argv)
     inproc = in_process(ns.json, ns.packets)
     print(f"in-process (no I/O)        : {inproc / 1000:8.1f} kpps", flush=True)
@@ -321,6 +349,15 @@ def main(argv: list[str] | None = None) -> int:
     if fabric is not None:
         print(f"fabric.p4 in-process       : {fabric / 1000:8.1f} kpps  (no entries: default "
               "actions only)", flush=True)
+    paths = fabric_paths(ns.packets)
+    if paths is not None:
+        py, nat = paths
+        print(f"fabric.p4 routed+sprayed in-process, python path : {py / 1000:8.1f} kpps\n"
+              f"fabric.p4 routed+sprayed in-process, native path : {nat / 1000:8.1f} kpps\n"
+              f"ratio native/python (same run, best of 3 each)   : {nat / py if py else 0:8.2f}",
+              flush=True)
+    if ns.only == "inproc":
+        return 0
     if os.geteuid() != 0:
         print("over veths: skipped (needs root for namespaces)")
         return 0
@@ -333,16 +370,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio switch/forwarder (lossless): "
           f"{sw_lossless / fw_lossless if fw_lossless else 0:6.2f}")
     print(f"ratio veth peak/in-process       : {sw_peak / inproc if inproc else 0:6.2f}")
-    routed = fabric_routed(ns.seconds, [1000, 2000, 4000, 6000, 8000, 12000, 16000, 24000],
-                           ns.packets // 10)
-    if routed is not None:
+    peaks = {}
+    for path in ("python", "native"):
+        routed = fabric_routed(ns.seconds, [1000, 2000, 4000, 6000, 8000, 12000, 16000, 24000,
+                                            32000, 48000, 64000], ns.packets // 10, path)
+        if routed is None:
+            continue
         f_inproc, f_results = routed
-        print(f"fabric.p4 routed+sprayed in-process : {f_inproc / 1000:6.1f} kpps "
+        print(f"fabric.p4 routed+sprayed in-process ({path}) : {f_inproc / 1000:6.1f} kpps "
               "(leaf entries, RoCEv2 cells)")
-        _, f_peak = summarize("fabric.p4 over veths", f_results)
-        print(f"ratio fabric.p4/basic over veths (peak): {f_peak / sw_peak if sw_peak else 0:6.2f}")
-        print(f"ratio fabric.p4 over veths/forwarder (peak): "
+        _, f_peak = summarize(f"fabric.p4 over veths ({path})", f_results)
+        peaks[path] = f_peak
+        print(f"ratio fabric.p4/basic over veths (peak, {path}): "
+              f"{f_peak / sw_peak if sw_peak else 0:6.2f}")
+        print(f"ratio fabric.p4 over veths/forwarder (peak, {path}): "
               f"{f_peak / fw_peak if fw_peak else 0:6.2f}")
+    if peaks.get("python"):
+        print(f"ratio fabric.p4 over veths native/python (peak): "
+              f"{peaks.get('native', 0) / peaks['python']:6.2f}")
     print(f"ratio switch peak/BMv2 ~{BMV2_REFERENCE_KPPS} kpps  : "
           f"{sw_peak / (BMV2_REFERENCE_KPPS * 1000):6.2f}  (reference figure from DESIGN.md)")
     return 0

@@ -15,6 +15,8 @@ PACKAGES=(
   python3-venv     # venv for a stock Debian python3
   make
   chromium         # headless browser: tests/sim/test_sim_report_html.py opens report.html
+  gcc              # p4sim's native data plane builds its generated C (absent: Python path)
+  libc6-dev        # the C library's headers for it
 )
 
 missing=()

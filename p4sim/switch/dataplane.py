@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from p4sim.switch import native_select
 from p4sim.switch.api import (
     ActionCall,
     ApiError,
@@ -83,8 +84,14 @@ class DataPlane:
     def __init__(self, device_id: int = 0, cpu_port: int | None = None, priorities: int = 1,
                  log: Any = None, *, transmit: TransmitFn | None = None,
                  wake: Callable[[], None] | None = None, clock: Clock | None = None,
-                 trace: Any = None, rng: random.Random | None = None) -> None:
+                 trace: Any = None, rng: random.Random | None = None,
+                 dataplane: str | None = None) -> None:
         self.device_id = device_id
+        # Which path runs the program: "native" (generated C) or "python"; chosen at each
+        # load from ``dataplane`` (auto|native|python, default $P4SIM_DATAPLANE, else auto).
+        self.dataplane_mode = native_select.mode(dataplane)
+        self.dataplane = "python"
+        self._native: Any = None
         self.cpu_port = cpu_port
         self.lock = threading.RLock()
         self.log = log
@@ -191,8 +198,15 @@ class DataPlane:
             program = load_program(bmv2_json)
             cp = CompiledProgram(program, self.port_up, self.log, self.clock, self.trace,
                                  self.rng)
-            flow = V1Model(cp, self.tm, self._output, self._digest_out, self.clock, self.t0,
-                           self.log, self.trace)
+            state = native_select.native_state(self.dataplane_mode, bytes(bmv2_json), cp,
+                                               self.rng, self.trace)
+            if state is not None:
+                flow: V1Model = native_select.native_flow(
+                    cp, self.tm, self._output, self._digest_out, self.clock, self.t0,
+                    self.log, state)
+            else:
+                flow = V1Model(cp, self.tm, self._output, self._digest_out, self.clock,
+                               self.t0, self.log, self.trace)
         except ProgramError as e:
             raise ApiError(Code.INVALID_ARGUMENT, f"bad BMv2 JSON: {e}") from None
         except RecursionError:
@@ -204,6 +218,8 @@ class DataPlane:
             self.tm.clear(self.clock())
             self.cp = cp
             self.flow = flow
+            self._native = state
+            self.dataplane = "native" if state is not None else "python"
             self._json = bytes(bmv2_json)
 
     def pipeline_json(self) -> bytes | None:
@@ -497,3 +513,6 @@ class DataPlane:
             counters = self.flow.counters if self.flow is not None else Counters()
             return SwitchStats(ports, counters.parser_errors,
                                counters.pipeline_drops + self.no_program_drops)
+
+
+native_select.install_control_hooks(DataPlane)

@@ -108,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--trace-file", default=None, metavar="PATH")
     ap.add_argument("--trace-sample", type=int, default=1, metavar="N")
     ap.add_argument("--trace-filter", default=None, metavar="src=IP,dst=IP,proto=N,sport=N,dport=N")
+    ap.add_argument("--dataplane", choices=("auto", "native", "python"), default=None,
+                    help="p4sim: run the program as generated C (native) or on the Python "
+                         "path; auto (default, or $P4SIM_DATAPLANE): native where a C "
+                         "compiler is present and the program is covered")
     ap.add_argument("json", nargs="?", default=None)
     return ap
 
@@ -182,8 +186,12 @@ def _data_plane(ns: argparse.Namespace) -> Any:
             from None
     except ValueError as e:  # --trace-sample / --trace-filter
         raise _Exit(2, str(e)) from None
-    dp = DataPlane(ns.device_id, ns.cpu_port, ns.priority_queues,
-                   tracer.warning if tracer is not None else None, trace=tracer)
+    try:
+        dp = DataPlane(ns.device_id, ns.cpu_port, ns.priority_queues,
+                       tracer.warning if tracer is not None else None, trace=tracer,
+                       dataplane=ns.dataplane)
+    except ValueError as e:  # a bad $P4SIM_DATAPLANE
+        raise _Exit(2, str(e)) from None
     if ns.no_p4:
         return dp
     if ns.json is None:

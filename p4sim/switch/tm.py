@@ -78,6 +78,9 @@ class Link:
 
 class Queue:
     __slots__ = ("blocked", "bypass", "depth", "items", "link", "next_num", "pps")
+    # Counts every (re)computation of any queue's ``bypass``: the native path caches which
+    # ports may bypass their queue and rebuilds that cache when this moves.
+    generation = 0
 
     def __init__(self, depth: int, pps: int, link: Link | None, blocked: bool = False) -> None:
         self.items: deque[Any] = deque()
@@ -92,6 +95,7 @@ class Queue:
     def update(self) -> None:
         """After a setting changed: ``bypass`` caches what ``may_pass`` answers for this queue
         whenever it is empty (True: nothing limits it), so the hot path skips the call."""
+        Queue.generation += 1
         self.bypass = (not self.pps and self.depth > 0 and self.link is None
                        and not self.blocked)
 

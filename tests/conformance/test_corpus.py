@@ -26,14 +26,19 @@ CORPUS = SHARED / "conformance" / "p4c-stf" / "p4_16_samples"
 HERE = Path(__file__).parent
 
 
-def _run(target: str, tmp_path: Path) -> None:
+def _run(target: str, tmp_path: Path, dataplane: str | None = None) -> str:
+    """Run the corpus on ``target`` (p4sim's data plane path forced to ``dataplane``, else
+    auto); returns the runner's stderr."""
     if not CORPUS.is_dir():
         pytest.skip(f"conformance corpus not found at {CORPUS}: skipped")
     expected = HERE / f"expected-{target}.json"
     out_json = tmp_path / f"{target}.json"
     argv = [sys.executable, "-m", "p4sim.cli", "conformance", str(CORPUS), "-q",
             "--target", target, "--expected", str(expected), "--json", str(out_json)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
+    env = dict(os.environ)
+    if dataplane is not None:
+        env["P4SIM_DATAPLANE"] = dataplane
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
     lines = proc.stdout.splitlines()
     for line in lines:
         if line.startswith("now passing"):
@@ -47,10 +52,30 @@ def _run(target: str, tmp_path: Path) -> None:
     # The expected file's pass count is a floor: fewer passes is a regression even if every
     # failing test happens to be listed.
     assert counts["pass"] >= listed, f"{target}: {counts['pass']} pass, expected >= {listed}"
+    return proc.stderr
+
+
+# Programs of the corpus the native data plane does not cover (header unions, varbit fields,
+# parser advance/lookahead, fields wider than 64 bits, ...): they run on the Python path, and
+# the switch says so once per program. Measured 27 of 187 on 2026-12-02; a rise is a regression.
+MAX_NATIVE_FALLBACKS = 27
 
 
 def test_corpus_on_embedded(tmp_path: Path) -> None:
-    _run("embedded", tmp_path)
+    """auto: every program the native path covers runs native, the rest on the Python path;
+    the expected results are the Python path's."""
+    stderr = _run("embedded", tmp_path)
+    fallbacks = [ln for ln in stderr.splitlines() if "native data plane does not cover" in ln
+                 or "native data plane could not" in ln]
+    from p4sim.switch.native.build import available
+
+    if available() is None:
+        assert len(fallbacks) <= MAX_NATIVE_FALLBACKS, "\n".join(fallbacks)
+
+
+def test_corpus_on_embedded_python_path(tmp_path: Path) -> None:
+    """The reference: every program on the Python path."""
+    _run("embedded", tmp_path, dataplane="python")
 
 
 @pytest.mark.skipif(not (shutil.which("simple_switch_grpc") and os.geteuid() == 0),

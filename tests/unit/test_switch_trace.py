@@ -80,7 +80,7 @@ def test_debug_level_leaves_out_trace_details() -> None:
 
 
 def test_no_trace_means_the_plain_fused_path() -> None:
-    dp = DataPlane()
+    dp = DataPlane(dataplane="python")  # the Python path's own functions (not native C)
     dp.load_pipeline(prog().json())
     flow = dp.flow
     assert flow is not None

@@ -1,0 +1,215 @@
+"""The v1model flow with the native pipeline: p4sim.switch.stages' receive / to_egress /
+egress with the parser, ingress, egress and deparser in C. A packet that needs more than
+unicast or drop (an ingress clone, multicast, an egress clone) continues on the Python path's
+own functions with the same PHV, so those rarer paths exist once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from p4sim.switch.native import build
+from p4sim.switch.native.runtime import NativeState, abort_exception
+from p4sim.switch.packet import Packet
+from p4sim.switch.primitives import DROP_PORT
+from p4sim.switch.tm import Queue
+from p4sim.switch.v1model import V1Model
+
+
+class NativePacket:
+    """A packet between ingress and egress on the native path (what the queues hold)."""
+
+    __slots__ = ("F", "data", "ingress_port", "length", "pos")
+
+    def __init__(self, F: Any, data: bytes, pos: int, ingress_port: int) -> None:
+        self.F = F
+        self.data = data
+        self.pos = pos
+        self.length = len(data)
+        self.ingress_port = ingress_port
+
+
+class NativeFlow(V1Model):
+    def __init__(self, cp: Any, tm: Any, output: Any, digest_out: Any, clock: Any, t0: int,
+                 log: Any, state: NativeState) -> None:
+        super().__init__(cp, tm, output, digest_out, clock, t0, log, None)
+        self.native = state
+        ffi = build.ffi()
+        self._ffi, self._lib, self._C = ffi, state.lib, state.C
+        self._nslots = state.prog.nslots
+        self._out = ffi.new("i64[8]")
+        self._hdr_bytes = state.prog.hdr_bytes
+        self._obuf_size = self._hdr_bytes + 16384
+        self._obuf = ffi.new("uint8_t[]", self._obuf_size)
+        self._F = ffi.new("i64[]", self._nslots)  # the PHV of the packet in ingress
+        self._direct = ffi.new("uint8_t[]", 512)  # ports whose queue a packet bypasses
+        self._direct_gen = [-1]
+        self.py_receive, self.py_egress = self.receive, self.egress
+        self.receive = self._make_receive()
+        self.egress = self._egress_any  # type: ignore[method-assign]
+
+    # -- ingress --------------------------------------------------------------------------------
+
+    def _make_receive(self) -> Any:
+        """``receive`` with this flow's constants bound as locals (the hot path)."""
+        native, clock, t0, tm, counters = self.native, self.clock, self.t0, self.tm, self.counters
+        run, C, out, F, obuf = self._lib.nat_run, self._C, self._out, self._F, self._obuf
+        limit = self._obuf_size - self._hdr_bytes
+        unpack, obuf_c, NULL = self._ffi.unpack, self._ffi.cast("char *", obuf), self._ffi.NULL
+        direct, gen, output, slow = self._direct, self._direct_gen, self.output, self._slow
+        py_receive = self.py_receive
+
+        def receive(port: int, frame: bytes, instance_type: int = 0, preserved: Any = None,
+                    passes: int = 0) -> None:
+            if instance_type:  # resubmitted and recirculated packets: the Python path
+                py_receive(port, frame, instance_type, preserved, passes)
+                return
+            if native.dirty:
+                native.sync()
+            if type(frame) is not bytes:
+                frame = bytes(frame)
+            n = len(frame)
+            if n > limit:
+                self._grow(n)
+                self.receive(port, frame)
+                return
+            igts = (clock() - t0) // 1000
+            # Egress in the same call when the packet will find its queue empty and
+            # unlimited (stages.to_egress's bypass); the ports that qualify are cached until
+            # a queue's settings change.
+            if not tm.backlog and not tm.links and tm.priorities == 1 and not self._in_egress:
+                if Queue.generation != gen[0]:
+                    self._rebuild_direct()
+                rc = run(C, F, frame, n, port, igts, (clock() - t0) // 1000, direct, obuf, out)
+            else:
+                rc = run(C, F, frame, n, port, igts, -1, NULL, obuf, out)
+            if out[2]:
+                counters.parser_errors += 1
+            if rc == 3:
+                output(out[6], unpack(obuf_c, out[7]))
+            elif rc == 2 or rc == 4:
+                counters.pipeline_drops += 1
+            elif rc == -1:
+                self._abort(abort_exception(out[0]))
+            else:
+                slow(rc, port, frame)
+
+        return receive
+
+    def _slow(self, rc: int, port: int, frame: bytes) -> None:
+        """After nat_run: the packet waits in its queue (0), needs the Python path's special
+        handling (1), or asked for an egress clone (5)."""
+        out = self._out
+        G = self._ffi.new("i64[]", self._nslots)
+        self._ffi.memmove(G, self._F, self._nslots * 8)
+        try:
+            if rc == 1:
+                P = self._to_python(G, frame, out[1], port)
+                if out[3]:
+                    P.clone_session, P.clone_fl = out[4], out[5]
+                self._after_ingress_special(P, P.F)
+            elif rc == 0:
+                self._to_egress(NativePacket(G, frame, out[1], port), G[self.s_es])
+            else:
+                self._egress_clone_tail(NativePacket(G, frame, out[1], port), out[6],
+                                        out[4], out[5])
+        except Exception as e:  # a bad packet never stops the switch
+            self._abort(e)
+
+    def _rebuild_direct(self) -> None:
+        self._direct_gen[0] = Queue.generation
+        direct = self._direct
+        direct[0:512] = bytes(512)
+        for (port, prio), q in self.tm.queues.items():
+            if prio == 0 and 0 <= port < 512 and q.bypass:
+                direct[port] = 1
+
+    def _grow(self, length: int) -> None:
+        self._obuf_size = self._hdr_bytes + length
+        self._obuf = self._ffi.new("uint8_t[]", self._obuf_size)
+        self.receive = self._make_receive()  # bound to the new buffer
+
+    def _to_python(self, F: Any, frame: bytes, pos: int, port: int) -> Packet:
+        values = self._ffi.unpack(F, self._nslots)
+        for slot in self.native.wide_slots:  # 64-bit fields: C holds their bit pattern
+            if values[slot] < 0:
+                values[slot] += 1 << 64
+        P = Packet(values, frame, port)
+        P.pos = pos
+        P.payload = frame[pos:]
+        return P
+
+    def _to_egress(self, P: NativePacket, port: int) -> None:
+        """stages.to_egress for a native packet."""
+        F, tm = P.F, self.tm
+        prio = F[self.s_prio] if tm.priorities > 1 else 0
+        if prio >= tm.priorities:
+            self.counters.pipeline_drops += 1
+            return
+        now = self.clock()
+        F[self.s_enq_ts] = ((now - self.t0) // 1000) & self.m_enq_ts
+        q = tm.queues.get((port, prio)) or tm.queue(port, prio)
+        if not q.items and not self._in_egress and (q.bypass or tm.may_pass(port, prio, now)):
+            F[self.s_enq_qd] = 0
+            if tm.links:
+                tm.start_link(port, P.length, now)
+            try:
+                self._egress(P, port, prio, 0, now)
+            except Exception as e:
+                self._abort(e)
+            return
+        depth = tm.enqueue(port, prio, P, now)
+        if depth >= 0:
+            F[self.s_enq_qd] = depth
+
+    # -- egress ---------------------------------------------------------------------------------
+
+    def _egress_any(self, P: Any, port: int, prio: int, left: int, now: int) -> None:
+        if type(P) is NativePacket:
+            self._egress(P, port, prio, left, now)
+        else:
+            self.py_egress(P, port, prio, left, now)
+
+    def _egress(self, P: NativePacket, port: int, prio: int, left: int, now: int) -> None:
+        if self.native.dirty:
+            self.native.sync()
+        if len(P.data) + self._hdr_bytes > self._obuf_size:
+            self._grow(len(P.data))
+        out = self._out
+        n = self._lib.nat_egress(self._C, P.F, P.data, len(P.data), P.pos, port,
+                                 (now - self.t0) // 1000, left, prio, self._obuf, out)
+        tm = self.tm
+        if n >= 0:
+            frame = self._ffi.buffer(self._obuf, n)[:]
+            if tm.links:
+                tm.settle(port, P.length, n)
+            self.output(port, frame)
+        elif n == -3:
+            self.counters.pipeline_drops += 1
+            if tm.links:
+                tm.settle(port, P.length, 0)
+        elif n == -2:
+            self._egress_clone_tail(P, port, out[4], out[5])
+        else:
+            raise abort_exception(out[0])
+
+    def _egress_clone_tail(self, NP: NativePacket, port: int, session: int, fl: int) -> None:
+        """stages.egress after the pipeline, in Python, for a packet that asked for an E2E
+        clone: the clone is made by the Python path's own function."""
+        P = self._to_python(NP.F, NP.data, NP.pos, NP.ingress_port)
+        P.clone_session, P.clone_fl = session, fl
+        F, cp, tm = P.F, self.cp, self.tm
+        self._in_egress = True
+        self._clone_e2e(P, F)
+        if F[self.s_es] == DROP_PORT:
+            self._in_egress = False
+            self.counters.pipeline_drops += 1
+            if tm.links:
+                tm.settle(port, P.length, 0)
+            return
+        if cp.update_checksums is not None:
+            cp.update_checksums(P, F, ())
+        frame = cp.deparse(P, F, ())
+        self._in_egress = False
+        if tm.links:
+            tm.settle(port, P.length, len(frame))
+        self.output(port, frame)

@@ -1,0 +1,223 @@
+/* p4sim native data plane: the fixed part of every generated program (see cgen.py).
+ * Values are evaluated as signed 128-bit integers, which hold every intermediate result of the
+ * BMv2 JSON expressions the generator accepts (fields and action data of at most 63 bits), and
+ * are truncated when stored, as BMv2 (and the Python path) do. */
+#include <stdint.h>
+#include <string.h>
+#include <setjmp.h>
+
+typedef __int128 i128;
+typedef int64_t i64;
+typedef int32_t i32;
+
+typedef struct {
+    i32 n;          /* entries, in the order the Python table is searched */
+    i64 *m;         /* n * nkeys * 3: is_range, a, b (k & a == b, or a <= k <= b) */
+    i32 *act;       /* action id, or -1: the entry is a group (goff, gcnt) */
+    i64 *data;      /* n * maxdata */
+    i32 *goff, *gcnt;
+    i32 *gact;      /* live group members' action ids */
+    i64 *gdata;     /* and their data, maxdata each */
+    i64 *pk, *by;   /* direct counter increments since the last flush */
+    i32 def_act;    /* -1: no default action */
+    i64 *def_data;
+    i32 *hidx;      /* exact tables: open-addressing index of the entries (-1 empty) */
+    i32 hsize;      /* its size, a power of two; 0: search the entries in order */
+} tbl_t;
+
+typedef struct {
+    i64 (*randint)(i64, i64);
+    i32 counted;    /* a direct counter moved since the last flush */
+    i32 abort_code;
+    jmp_buf jb;
+} rt_t;
+
+typedef struct {
+    i64 *F;
+    const uint8_t *data;
+    i32 len, pos, exit, has_clone;
+    i64 clone_session, clone_fl, length;
+} pkt_t;
+
+/* Abort codes: the exception the Python path raises at the same point. */
+#define AB_INDEX 1
+#define AB_ZERODIV 2
+#define AB_SHIFT 3
+#define AB_ASSERT 4
+
+static void nat_abort(rt_t *R, int code) { R->abort_code = code; longjmp(R->jb, 1); }
+
+static inline i64 wrapu(i128 v, int w) { return (i64)(v & ((((i128)1) << w) - 1)); }
+static inline i64 wraps(i128 v, int w) {
+    i128 half = ((i128)1) << (w - 1);
+    return (i64)(((v + half) & ((((i128)1) << w) - 1)) - half);
+}
+static inline i128 shl(rt_t *R, i128 a, i128 n) {
+    if (n < 0) nat_abort(R, AB_SHIFT);
+    if (n >= 127) return 0;  /* only ever stored truncated to <= 63 bits */
+    return (i128)((unsigned __int128)a << n);
+}
+static inline i128 shr(rt_t *R, i128 a, i128 n) {
+    if (n < 0) nat_abort(R, AB_SHIFT);
+    if (n >= 127) return a < 0 ? -1 : 0;
+    return a >> n;
+}
+static inline i128 fdiv(rt_t *R, i128 a, i128 b) {
+    if (b == 0) nat_abort(R, AB_ZERODIV);
+    i128 q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}
+static inline i128 fmod_(rt_t *R, i128 a, i128 b) {
+    if (b == 0) nat_abort(R, AB_ZERODIV);
+    i128 r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+static inline i128 tcm(i128 v, i128 w) {
+    i128 half = ((i128)1) << (w - 1);
+    return ((v + half) & ((((i128)1) << w) - 1)) - half;
+}
+static inline i128 satc(i128 v, i128 w) {
+    i128 hi = (((i128)1) << (w - 1)) - 1, lo = -(((i128)1) << (w - 1));
+    return v > hi ? hi : v < lo ? lo : v;
+}
+static inline i128 usatc(i128 v, i128 w) {
+    i128 hi = (((i128)1) << w) - 1;
+    return v > hi ? hi : v < 0 ? 0 : v;
+}
+/* Python's list indexing: a negative index counts from the end, out of range raises. */
+static inline int pyidx(rt_t *R, i128 i, int n) {
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) nat_abort(R, AB_INDEX);
+    return (int)i;
+}
+
+/* Big-endian bit field access over a byte buffer. */
+static inline uint64_t get_bits(const uint8_t *b, int64_t bitoff, int w) {
+    uint64_t v = 0;
+    for (int i = 0; i < w; ) {
+        int64_t p = bitoff + i;
+        int bit = (int)(p & 7), take = 8 - bit;
+        if (take > w - i) take = w - i;
+        uint64_t byte = b[p >> 3];
+        uint64_t chunk = (byte >> (8 - bit - take)) & ((1u << take) - 1);
+        v = (v << take) | chunk;
+        i += take;
+    }
+    return v;
+}
+static inline void put_bits(uint8_t *b, int64_t bitoff, uint64_t v, int w) {
+    for (int i = 0; i < w; ) {
+        int64_t p = bitoff + i;
+        int bit = (int)(p & 7), take = 8 - bit;
+        if (take > w - i) take = w - i;
+        uint64_t chunk = (v >> (w - i - take)) & ((1u << take) - 1);
+        int sh = 8 - bit - take;
+        b[p >> 3] = (uint8_t)((b[p >> 3] & ~(((1u << take) - 1) << sh)) | (chunk << sh));
+        i += take;
+    }
+}
+
+/* Hash algorithms, as p4sim.switch.externs defines them (BMv2's). */
+static uint32_t crc32_tab[256];
+static int crc32_ready;
+static uint64_t h_crc32(const uint8_t *b, int n) {
+    if (!crc32_ready) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            crc32_tab[i] = c;
+        }
+        crc32_ready = 1;
+    }
+    uint32_t c = 0xFFFFFFFFu;
+    for (int i = 0; i < n; i++) c = crc32_tab[(c ^ b[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+static uint64_t h_crc16(const uint8_t *b, int n) {  /* CRC-16/ARC: reflected 0x8005, init 0 */
+    uint32_t c = 0;
+    for (int i = 0; i < n; i++) {
+        c ^= b[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0xA001u : c >> 1;
+    }
+    return c & 0xFFFF;
+}
+static uint64_t h_csum16(const uint8_t *b, int n) {
+    uint64_t s = 0;
+    for (int i = 0; i + 1 < n; i += 2) s += ((uint64_t)b[i] << 8) | b[i + 1];
+    if (n & 1) s += (uint64_t)b[n - 1] << 8;
+    while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
+    return ~s & 0xFFFF;
+}
+static uint64_t h_identity(const uint8_t *b, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n && i < 8; i++) v = (v << 8) | b[i];
+    return v;
+}
+static uint64_t h_xor16(const uint8_t *b, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i += 2) v ^= ((uint64_t)b[i] << 8) | (i + 1 < n ? b[i + 1] : 0);
+    return v;
+}
+static uint64_t h_xor32(const uint8_t *b, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i += 4) {
+        uint64_t w = 0;
+        for (int k = 0; k < 4; k++) w = (w << 8) | (i + k < n ? b[i + k] : 0);
+        v ^= w;
+    }
+    return v;
+}
+
+static inline uint64_t key_hash(const i64 *key, int nk) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int k = 0; k < nk; k++) {
+        h ^= (uint64_t)key[k];
+        h *= 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+static inline int entry_matches(const i64 *m, const i64 *key, int nk) {
+    for (int k = 0; k < nk; k++) {
+        const i64 *q = m + 3 * k;
+        if (q[0]) { if (key[k] < q[1] || key[k] > q[2]) return 0; }
+        else if ((key[k] & q[1]) != q[2]) return 0;
+    }
+    return 1;
+}
+
+/* An exact table's entries have distinct keys: index them by their key values. */
+static void tbl_index(tbl_t *t, int nk) {
+    i64 key[64];
+    for (int i = 0; i < t->hsize; i++) t->hidx[i] = -1;
+    for (int e = 0; e < t->n; e++) {
+        for (int k = 0; k < nk; k++) key[k] = t->m[(i64)e * 3 * nk + 3 * k + 2];
+        uint64_t h = key_hash(key, nk) & (uint64_t)(t->hsize - 1);
+        while (t->hidx[h] != -1) h = (h + 1) & (uint64_t)(t->hsize - 1);
+        t->hidx[h] = e;
+    }
+}
+
+/* A table search: the first entry whose every key field matches (Python's order). */
+static int tbl_find(const tbl_t *t, const i64 *key, int nk) {
+    if (t->hsize) {
+        uint64_t h = key_hash(key, nk) & (uint64_t)(t->hsize - 1);
+        for (int e; (e = t->hidx[h]) != -1; h = (h + 1) & (uint64_t)(t->hsize - 1))
+            if (entry_matches(t->m + (i64)e * 3 * nk, key, nk)) return e;
+        return -1;
+    }
+    const i64 *m = t->m;
+    for (int e = 0; e < t->n; e++, m += 3 * nk) {
+        int k = 0;
+        for (; k < nk; k++) {
+            const i64 *q = m + 3 * k;
+            if (q[0]) { if (key[k] < q[1] || key[k] > q[2]) break; }
+            else if ((key[k] & q[1]) != q[2]) break;
+        }
+        if (k == nk) return e;
+    }
+    return -1;
+}

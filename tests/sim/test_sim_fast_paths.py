@@ -89,3 +89,17 @@ def test_engine_runs_events_as_a_plain_heap_loop_does(seed: int) -> None:
     while eng.pending():
         eng.run()
     assert eng.events == len(ran) == len(schedule)
+
+
+def test_pipeline_files_are_read_once_and_again_when_they_change(tmp_path: Path) -> None:
+    from cellfabric.sim.control import pipeline_files
+
+    info = tmp_path / "p.txtpb"
+    blob = tmp_path / "p.json"
+    info.write_text('pkg_info { arch: "v1model" }\n')
+    blob.write_bytes(b'{"a": 1}')
+    first = pipeline_files(info, blob)
+    assert first[0].pkg_info.arch == "v1model" and first[1] == b'{"a": 1}'
+    assert pipeline_files(info, blob) is first  # every switch after the first: no parse
+    blob.write_bytes(b'{"a": 22}')  # recompiled: another size, another mtime
+    assert pipeline_files(info, blob)[1] == b'{"a": 22}'

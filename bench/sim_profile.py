@@ -21,7 +21,10 @@ from typing import Any
 
 # (file suffix, function name) of the entry points, as cProfile names them
 ENGINE_RUN = ("cellfabric/sim/engine.py", "run")
-DATA_PLANE = [("p4sim/switch/dataplane.py", "receive"), ("p4sim/switch/dataplane.py", "poll")]
+# the traffic manager's next deadline: SimSwitch asks for it after an arrival (through
+# dp.poll() before; nested calls are counted once)
+DATA_PLANE = [("p4sim/switch/dataplane.py", "receive"), ("p4sim/switch/dataplane.py", "poll"),
+              ("p4sim/switch/tm.py", "next_deadline")]
 SWITCH_TX = [("cellfabric/sim/net.py", "_transmit")]  # called from inside the data plane
 HOSTS = [("cellfabric/sim/hostsim.py", "receive"), ("cellfabric/sim/hostsim.py", "_wake"),
          ("cellfabric/sim/hostsim.py", "start")]

@@ -82,6 +82,8 @@ class SimSwitch:
         self.poll_at: int | None = None
         self.received = 0
         self.peak: dict[int, int] = {}  # port -> most packets queued at once
+        if not callable(getattr(self.dp.tm, "next_deadline", None)):
+            self.deadline_only = False  # a traffic manager without it: the plain path
 
     def _transmit(self, port: int, frame: bytes) -> None:
         wire = self.wires.get(port)

@@ -1,9 +1,11 @@
 """`cellfabric sim` at data-center settings (100 Gb/s links, 1 us per hop, 512 KiB buffers):
 the simulator's speed and the fabric's headline figures, each beside its baseline.
 
-    speed        k=8 fat-tree (80 switches, 128 hosts), permutation of 1 MiB per host:
-                 events per wall second, wall seconds per simulated millisecond, wall time
-                 (goal: under 10 minutes on one core)
+    speed        k=8 fat-tree (80 switches, 128 hosts), permutation of 1 MiB per host, beside
+                 htsim on the same job in the same run (bench/sim_speed.py): both wall times
+                 (cellfabric's whole command and its engine alone), events, events/s and
+                 the ratios (goal: within 5x of htsim); --k 16 runs the 1024-host fat-tree
+                 instead (goal: under 10 minutes, under 4 GiB), kept as speed_k16
     utilization  k=4 fat-tree permutation of 512 KiB per host (and 2 MiB with spray), goodput
                  / bottleneck capacity, spray vs ecmp (goal: >= 95% with spraying)
     incast       15:1 (k=4) and 63:1 (k=8) incast per rate control: cells dropped and exact peak
@@ -18,7 +20,7 @@ the simulator's speed and the fabric's headline figures, each beside its baselin
 Every figure is virtual time, so it does not depend on this machine; only the speed section
 is wall-clock. Writes bench/results/sim.json. Usage:
     python bench/sim_bench.py [--quick] [--only speed,utilization,incast,credit,allreduce]
-                              [--out F]
+                              [--k 8|16] [--out F]
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ from cellfabric.sim.run import SimConfig, execute_sim  # noqa: E402
 from hosts.cc import algorithm as cc_algorithm  # noqa: E402
 from hosts.cc import names as cc_names  # noqa: E402
 from topologies.generators import generate  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sim_speed import speed_section  # noqa: E402
 
 SETTINGS = SimSettings(link_rate_bps=100_000_000_000, hop_delay_ns=1000,
                        buffer_bytes=512 * 1024, seed=1, scale_ecn=True)
@@ -87,13 +92,10 @@ def sim(t, workload, tag: str, progress: bool = False,
     return out
 
 
-def speed(quick: bool) -> dict[str, Any]:
-    k, size = (4, 256 * 1024) if quick else (8, 1 << 20)
-    t = fat_tree(k, "spray", "none")
-    hs = hosts_of(t)
-    leaf_of = {h: t.hosts[h].leaves[0] for h in hs}
-    return {"k": k, "size": size, **sim(t, permutation(hs, size, 1, cross_leaf=leaf_of),
-                                        f"speed-k{k}", progress=True)}
+def speed(quick: bool, k: int = 8) -> dict[str, Any]:
+    """htsim and `cellfabric sim` on one fat-tree permutation, side by side (bench/sim_speed)."""
+    k, size = (4, 256 * 1024) if quick else (k, 1 << 20)
+    return speed_section(k, size, ROOT / "results" / "sim-bench")
 
 
 def utilization(quick: bool) -> dict[str, Any]:
@@ -176,8 +178,11 @@ def verdicts(r: dict[str, Any]) -> dict[str, Any]:
     if "allreduce" in r:
         a, b = (r["allreduce"][m]["step_time_p50_s"] for m in ("spray", "ecmp"))
         v["allreduce_spray_over_ecmp"] = a / b if a and b else None
-    if "speed" in r:
-        v["k8_wall_minutes"] = r["speed"]["wall_s"] / 60
+    if "speed" in r and "cellfabric" in r["speed"]:
+        v["k8_wall_minutes"] = r["speed"]["cellfabric"]["whole_command_s"] / 60
+        v["k8_over_htsim"] = r["speed"].get("ratios", {}).get("whole_command_over_htsim")
+    if "speed_k16" in r and "cellfabric" in r["speed_k16"]:
+        v["k16_wall_minutes"] = r["speed_k16"]["cellfabric"]["whole_command_s"] / 60
     return v
 
 
@@ -185,6 +190,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=",".join(SECTIONS))
+    ap.add_argument("--k", type=int, choices=(8, 16), default=8,
+                    help="speed: the fat-tree's k (16: 1024 hosts, kept as speed_k16)")
     ap.add_argument("--out", type=Path, default=RESULTS / "sim.json",
                     help="results JSON (sections already in it are kept)")
     args = ap.parse_args()
@@ -198,8 +205,13 @@ def main() -> int:
             print(f"sim_bench: unknown section '{name}'", file=sys.stderr)
             return 2
         print(f"[{name}]", flush=True)
-        results[name] = SECTIONS[name](args.quick)
-        results.setdefault("measured", {})[name] = time.strftime("%F %H:%M UTC", time.gmtime())
+        key = name
+        if name == "speed":
+            key = "speed_k16" if args.k == 16 and not args.quick else "speed"
+            results[key] = speed(args.quick, args.k)
+        else:
+            results[name] = SECTIONS[name](args.quick)
+        results.setdefault("measured", {})[key] = time.strftime("%F %H:%M UTC", time.gmtime())
         results["verdicts"] = verdicts(results)
         path.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results["verdicts"], indent=1))

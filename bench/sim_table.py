@@ -25,15 +25,37 @@ def _when(res: dict[str, Any], name: str) -> str:
     return res.get("measured", {}).get(name) or res.get("machine", {}).get("date", "?")
 
 
+def _speed_row(s: dict[str, Any], when: str) -> str:
+    """cellfabric sim beside htsim on one fat-tree permutation (bench/sim_speed.py)."""
+    if "cellfabric" not in s:  # a result from before htsim ran beside it
+        return (f"| speed: k={s['k']} fat-tree permutation of {s['size'] >> 10} KiB per host "
+                f"({when}) | {s['messages']} messages, {_us(s['virtual_s'])} simulated, "
+                f"{s['events']:,} events; **{s['wall_s']:.0f} s wall**, "
+                f"{s['events_per_wall_s']:,.0f} events/s |")
+    cf, ht, r = s["cellfabric"], s.get("htsim") or {}, s.get("ratios") or {}
+    if ht.get("wall_s"):
+        events = f"{ht['events']:,} events, " if ht.get("events") else ""
+        rate = (f", {ht['events_per_wall_s']:,.0f} events/s"
+                if ht.get("events_per_wall_s") else "")
+        htsim = (f"htsim (EQDS, 256 paths, best of 3): {ht['flows_finished']} flows, "
+                 f"{events}**{ht['wall_s']:.2f} s**{rate}; ratios: whole command "
+                 f"**{_x(r.get('whole_command_over_htsim'))}**, engine "
+                 f"{_x(r.get('engine_over_htsim'))} htsim's time (goal: 5x)")
+    else:
+        htsim = f"htsim: not run ({ht.get('error', 'no result')})"
+    return (f"| speed: k={s['k']} fat-tree ({s['hosts']} hosts) permutation of "
+            f"{s['size'] >> 10} KiB per host, beside htsim in the same run ({when}) | "
+            f"cellfabric: {cf['messages']} messages, {_us(cf['virtual_s'])} simulated, "
+            f"{cf['events']:,} events; whole command **{cf['whole_command_s']:.0f} s**, "
+            f"engine {cf['engine_s']:.0f} s ({cf['engine_events_per_s']:,.0f} events/s), "
+            f"peak memory {cf['peak_rss_mib']:,.0f} MiB; {htsim} |")
+
+
 def _rows(res: dict[str, Any]) -> list[str]:
     out: list[str] = []
-    if "speed" in res:
-        s = res["speed"]
-        out.append(f"| speed: k={s['k']} fat-tree permutation of {s['size'] >> 10} KiB per host "
-                   f"({_when(res, 'speed')}) | {s['messages']} messages, "
-                   f"{_us(s['virtual_s'])} simulated, {s['events']:,} events; "
-                   f"**{s['wall_s']:.0f} s wall** (goal 600 s), {s['events_per_wall_s']:,.0f} "
-                   f"events/s, {s['wall_s_per_sim_ms']:.0f} wall s per simulated ms |")
+    for key in ("speed", "speed_k16"):
+        if key in res:
+            out.append(_speed_row(res[key], _when(res, key)))
     if "utilization" in res:
         u = res["utilization"]
         out.append(f"| utilization: k=4 permutation to other edges, 512 KiB per host (2 MiB "

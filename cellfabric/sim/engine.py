@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 NS = 1_000_000_000
+NEVER = 1 << 62  # ns: past any run's end (146 years)
 
 
 def to_ns(seconds: float) -> int:
@@ -35,7 +36,8 @@ class Engine:
     def at(self, t_ns: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``fn(arg)`` at virtual time ``t_ns`` (never before now)."""
         self._seq += 1
-        heapq.heappush(self._heap, (max(t_ns, self.now), self._seq, fn, arg))
+        now = self.now
+        heapq.heappush(self._heap, (t_ns if t_ns > now else now, self._seq, fn, arg))
 
     def after(self, delay_ns: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         self.at(self.now + delay_ns, fn, arg)
@@ -47,16 +49,25 @@ class Engine:
         """Run events in time order until none is left, ``until_ns`` is passed, ``stop()``
         is called or ``max_events`` more have run."""
         heap, pop = self._heap, heapq.heappop
-        limit = math.inf if max_events is None else self.events + max_events
+        budget = -1 if max_events is None else max_events  # -1: never reached
+        end = NEVER if until_ns is None else until_ns  # an int: int-to-int compares
+        done = 0
         self.stopped = False
-        while heap and not self.stopped and self.events < limit:
-            if until_ns is not None and heap[0][0] > until_ns:
-                self.now = until_ns
-                return
-            t, _, fn, arg = pop(heap)
-            self.now = t
-            self.events += 1
-            fn(arg)
+        # The loop reads only locals and the heap: it runs once per event (``events`` and
+        # the budget are settled after it; a callback never reads ``events``).
+        try:
+            while heap and done != budget:
+                if heap[0][0] > end:
+                    self.now = until_ns  # type: ignore[assignment]
+                    return
+                t, _, fn, arg = pop(heap)
+                self.now = t
+                done += 1
+                fn(arg)
+                if self.stopped:
+                    return
+        finally:
+            self.events += done
 
     def stop(self) -> None:
         self.stopped = True

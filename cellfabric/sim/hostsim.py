@@ -157,6 +157,10 @@ class SimHost:
         return [SimNic(i, name, self.macs[i], wire=self.wires[i])
                 for i, name in enumerate(ifaces)]
 
+    def receive_on(self, nic: int, frame: bytes) -> None:
+        """``receive`` with the NIC first (a link's delivery function binds it)."""
+        self.receive(frame, nic)
+
     def receive(self, frame: bytes, nic: int) -> None:
         f = parse_roce(frame)
         if f is None:

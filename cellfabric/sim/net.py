@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from cellfabric.sim.engine import NS, Engine
@@ -49,10 +50,12 @@ class Wire:
             self.dropped += 1
             return
         self.frames += 1
-        self.bytes += len(frame)
-        now = self.engine.now
-        ser = -(-len(frame) * 8 * NS // self.rate_bps) if self.rate_bps else 0
-        self.engine.at(now + ser + self.delay_ns, self._arrive, frame)
+        n = len(frame)
+        self.bytes += n
+        engine = self.engine
+        rate = self.rate_bps
+        ser = -(-n * 8 * NS // rate) if rate else 0
+        engine.at(engine.now + ser + self.delay_ns, self._arrive, frame)
 
     def _arrive(self, frame: bytes) -> None:
         if self.up:
@@ -65,6 +68,10 @@ class SimSwitch:
     """A DataPlane driven by the engine: frames in at their arrival time, ``poll`` at every
     deadline the traffic manager names."""
 
+    # After an arrival, ask the traffic manager for its deadline alone (False: the plain
+    # path, a second dp.poll(); tests/sim/test_sim_fast_paths.py holds the two equal).
+    deadline_only = True
+
     def __init__(self, engine: Engine, name: str, device_id: int, rng: random.Random) -> None:
         self.engine = engine
         self.name = name
@@ -75,6 +82,8 @@ class SimSwitch:
         self.poll_at: int | None = None
         self.received = 0
         self.peak: dict[int, int] = {}  # port -> most packets queued at once
+        if not callable(getattr(self.dp.tm, "next_deadline", None)):
+            self.deadline_only = False  # a traffic manager without it: the plain path
 
     def _transmit(self, port: int, frame: bytes) -> None:
         wire = self.wires.get(port)
@@ -92,7 +101,9 @@ class SimSwitch:
             for p, waiting in tm.port_backlog.items():
                 if waiting > peak.get(p, 0):
                     peak[p] = waiting
-            self._schedule(dp.poll())
+            # receive() has already served all that may leave now, so a second pass
+            # (dp.poll) would dequeue nothing: only the next deadline is wanted.
+            self._schedule(tm.next_deadline() if self.deadline_only else dp.poll())
 
     def line_free_ns(self) -> int:
         """When every port's line has finished the last packet it started (serialization in
@@ -149,10 +160,8 @@ class SimFabric:
 
     def _deliver_to(self, node: str, port: int) -> Any:
         if node in self.switches:
-            sw = self.switches[node]
-            return lambda frame: sw.receive(port, frame)
-        host = self.hosts[node]
-        return lambda frame: host.receive(frame, port - 1)
+            return partial(self.switches[node].receive, port)
+        return partial(self.hosts[node].receive_on, port - 1)
 
     def _wire(self, src: str, src_port: int, dst: str, dst_port: int) -> Any:
         deliver = self._deliver_to(dst, dst_port)

@@ -208,8 +208,10 @@ def random_fabric_state(pair: Pair, rng: random.Random) -> None:
                 action = _action(rng, dp, table)
             prio = rng.randrange(1, 100) if table.mode == "priority" else 0
             pair.both("table_insert", name, TableEntry(_key(rng, table), action, prio))
-        # (A random default of the ACL would drop every packet: it keeps the JSON's.)
-        if table.profile is None and not table.default_const and "acl" not in name \
+        # (A random default of the ACL, or of the host-port binding, which would bind every
+        # port to one made-up host, drops every packet: those keep the JSON's.)
+        keeps_default = "acl" in name or name.endswith("host_port_binding")
+        if table.profile is None and not table.default_const and not keeps_default \
                 and rng.random() < 0.3:
             pair.both("table_set_default", name, _action(rng, dp, table))
     for name, reg in cp.registers.items():

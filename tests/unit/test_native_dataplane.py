@@ -205,4 +205,5 @@ def test_large_exact_tables_match_as_python(fabric_json: bytes) -> None:
         pair.receive(rng.randrange(4), bytes(frame))
     pair.check()
     hits = sum(e.counter[0] for e in pair.native.table_entries(f"{ING}.isolation.host_tenant_dst"))
-    assert hits > 100  # the frames did reach the big table
+    # the frames did reach the big table (some are refused before it, by the host-port guard)
+    assert hits > 50

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -377,6 +378,8 @@ class SimRun:
             "run_dir": str(cfg.run_dir), "wall_s": self.wall_s,
             "events_per_wall_s": ev / self.wall_s if self.wall_s else None,
             "wall_s_per_sim_ms": self.wall_s / sim_ms if sim_ms else None,
+            # which of p4sim's paths ran each switch: it changes the speed, never a figure
+            "dataplane": dict(Counter(sw.dp.dataplane for sw in self.fabric.switches.values())),
         }
         return m
 
@@ -409,9 +412,20 @@ def format_sim_summary(m: RunMetrics) -> str:
              + ("" if sim.get("finished", True) else " (stopped before the workload ended)"),
              f"  wall clock {wall.get('wall_s', 0.0):.1f} s"
              + (f", {eps:,.0f} events/s" if eps else "")
+             + _dataplane_note(wall.get("dataplane", {}))
              + (f", {wall['wall_s_per_sim_ms']:.2f} s per simulated ms"
                 if wall.get("wall_s_per_sim_ms") else "")]
     return "\n".join(lines)
+
+
+def _dataplane_note(paths: dict[str, int]) -> str:
+    """" (native data plane)" when every switch ran natively, else how many ran which path."""
+    if not paths:
+        return ""
+    if set(paths) == {"native"}:
+        return " (native data plane)"
+    return " (" + ", ".join(f"{n} switches on the {p} path" for p, n in sorted(paths.items())) \
+        + ")"
 
 
 def execute_sim(cfg: SimConfig) -> tuple[RunMetrics, Path]:

@@ -30,6 +30,15 @@ PACKET_OUTGOING = 4
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
 PACKET_IGNORE_OUTGOING = 23
+# Linux takes a received frame's outer VLAN tag off (the NIC's or veth's VLAN offload) and
+# hands it to a packet socket only as ancillary data (struct tpacket_auxdata); libpcap puts
+# it back into the frame, so BMv2's program sees the tag, and so do these ports.
+PACKET_AUXDATA = 8
+TP_STATUS_VLAN_VALID = 1 << 4
+TP_STATUS_VLAN_TPID_VALID = 1 << 6
+AUXDATA = struct.Struct("=IIIHHHH")  # status, len, snaplen, mac, net, vlan_tci, vlan_tpid
+AUX_SPACE = socket.CMSG_SPACE(AUXDATA.size)
+ETH_P_8021Q = 0x8100
 RECV_BATCH = 64
 # BMv2 opens its ports with pcap's default snap length and drops what pcap had to truncate:
 # frames up to this size are processed whatever the MTU (jumbo or not), longer ones dropped.
@@ -106,6 +115,7 @@ class PortIO:
             # port's backlog waits in the switch's queue instead (see the module docstring).
             # A veth without a qdisc frees each frame at send, so it never fills there.
             s.setblocking(False)
+            s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             try:
                 # Linux >= 4.20: the kernel does not hand us copies of our own transmissions,
                 # so the receive loop needs no per-frame address check.
@@ -229,19 +239,17 @@ class PortIO:
               now: float) -> list[bytes]:
         """Up to RECV_BATCH frames waiting on port ``port``'s socket."""
         filtered = port in self.filtered
-        recv, recvfrom = s.recv_into, s.recvfrom_into
+        recvmsg = s.recvmsg_into
         buf, view, pcap = self._buf, self._view, self.pcap_in.get(port)
+        buffers = [buf]
         batch: list[bytes] = []
         truncated = 0
         for _ in range(RECV_BATCH):
             try:
                 # MSG_TRUNC: the frame's real length even when it did not fit the buffer.
-                if filtered:
-                    n = recv(buf, 0, socket.MSG_TRUNC)
-                else:
-                    n, addr = recvfrom(buf, 0, socket.MSG_TRUNC)
-                    if addr[2] == PACKET_OUTGOING:
-                        continue
+                n, anc, _, addr = recvmsg(buffers, AUX_SPACE, socket.MSG_TRUNC)
+                if not filtered and addr[2] == PACKET_OUTGOING:
+                    continue
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
@@ -254,6 +262,8 @@ class PortIO:
                 truncated += 1  # as pcap's caplen != len: BMv2 drops it
                 continue
             frame = view[:n].tobytes()
+            if anc:
+                frame = with_vlan_tag(frame, anc)
             if pcap is not None:
                 pcap.write(frame)
             batch.append(frame)
@@ -300,3 +310,18 @@ class PortIO:
             for w in [*self.pcap_in.values(), *self.pcap_out.values()]:
                 w.flush()
             timers[1] = now + 0.5
+
+
+def with_vlan_tag(frame: bytes, ancillary: list[tuple[int, int, bytes]]) -> bytes:
+    """``frame`` with the outer VLAN tag the kernel took off put back after the MAC addresses
+    (as libpcap does), when the packet socket's auxiliary data says there was one."""
+    for level, kind, data in ancillary:
+        if level != SOL_PACKET or kind != PACKET_AUXDATA or len(data) < AUXDATA.size:
+            continue
+        status, _, _, _, _, tci, tpid = AUXDATA.unpack_from(data)
+        if not status & TP_STATUS_VLAN_VALID:
+            return frame
+        if not status & TP_STATUS_VLAN_TPID_VALID:
+            tpid = ETH_P_8021Q
+        return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame

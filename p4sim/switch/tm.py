@@ -112,6 +112,9 @@ class TrafficManager:
         self.default_link: tuple[int, int] | None = None  # (bps, buffer bytes) for new ports
         self.queues: dict[tuple[int, int], Queue] = {}
         self.ports: list[int] = []  # ports with queues, in round-robin order
+        # port -> its (priority, queue) pairs, highest priority first: what dequeue and
+        # next_deadline walk, so they look up no (port, prio) key per call
+        self.port_queues: dict[int, list[tuple[int, Queue]]] = {}
         self.rr = 0
         self.drops: dict[int, int] = {}
         self.backlog = 0
@@ -141,6 +144,9 @@ class TrafficManager:
             self.queues[(port, prio)] = q
             if port not in self.ports:
                 self.ports.append(port)
+            pairs = self.port_queues.setdefault(port, [])
+            pairs.append((prio, q))
+            pairs.sort(key=lambda pair: -pair[0])
         return q
 
     # -- settings ----------------------------------------------------------------------------
@@ -274,13 +280,15 @@ class TrafficManager:
         corrects it once egress has decided the frame that actually leaves)."""
         if not self.backlog:
             return None
-        ports = self.ports
-        n = len(ports)
+        ports, backlog, port_queues = self.ports, self.port_backlog, self.port_queues
+        n, rr = len(ports), self.rr
         for i in range(n):
-            port = ports[(self.rr + i) % n]
-            for prio in range(self.priorities - 1, -1, -1):
-                q = self.queues.get((port, prio))
-                if q is None or not q.items:
+            j = rr + i
+            port = ports[j - n if j >= n else j]
+            if not backlog.get(port):
+                continue  # nothing of this port waits (every enqueue counts in port_backlog)
+            for prio, q in port_queues[port]:
+                if not q.items:
                     continue
                 if q.blocked:
                     break  # the kernel takes nothing more of this port for now
@@ -297,12 +305,12 @@ class TrafficManager:
                     link.send(item.length)
                 self.backlog -= 1
                 self.busy_tx[port] = self.busy_tx.get(port, 0) + 1
-                waiting = self.port_backlog[port] - 1
-                self.port_backlog[port] = waiting
+                waiting = backlog[port] - 1
+                backlog[port] = waiting
                 if not waiting:
                     self.busy_total[port] = (self.busy_total.get(port, 0)
                                              + now - self.busy_since[port])
-                self.rr = (self.rr + i + 1) % n
+                self.rr = (rr + i + 1) % n
                 return port, prio, item, len(q.items)
         return None
 
@@ -329,19 +337,23 @@ class TrafficManager:
         if not self.backlog:
             return None
         best = None
-        queues = self.queues
+        backlog, port_queues = self.port_backlog, self.port_queues
         for port in self.ports:
-            for prio in range(self.priorities - 1, -1, -1):
-                q = queues.get((port, prio))
-                if q is None or not q.items:
+            if not backlog.get(port):
+                continue
+            for _, q in port_queues[port]:
+                if not q.items:
                     continue
                 if q.blocked:
                     break  # due when the kernel takes more: the ports wake the loop then
                 t = -(-q.next_num // q.pps) if q.pps else 0
                 link = q.link
                 if link is not None:
-                    t = max(t, link.ready_at())
-                best = t if best is None or t < best else best
+                    r = link.ready_at()
+                    if r > t:
+                        t = r
+                if best is None or t < best:
+                    best = t
                 break
         return best
 

@@ -45,6 +45,7 @@ class NativeFlow(V1Model):
         self._direct_gen = [-1]
         self.py_receive, self.py_egress = self.receive, self.egress
         self.receive = self._make_receive()
+        self._egress = self._make_egress()
         self.egress = self._egress_any  # type: ignore[method-assign]
 
     # -- ingress --------------------------------------------------------------------------------
@@ -127,6 +128,7 @@ class NativeFlow(V1Model):
         self._obuf_size = self._hdr_bytes + length
         self._obuf = self._ffi.new("uint8_t[]", self._obuf_size)
         self.receive = self._make_receive()  # bound to the new buffer
+        self._egress = self._make_egress()
 
     def _to_python(self, F: Any, frame: bytes, pos: int, port: int) -> Packet:
         values = self._ffi.unpack(F, self._nslots)
@@ -169,28 +171,41 @@ class NativeFlow(V1Model):
         else:
             self.py_egress(P, port, prio, left, now)
 
-    def _egress(self, P: NativePacket, port: int, prio: int, left: int, now: int) -> None:
-        if self.native.dirty:
-            self.native.sync()
-        if len(P.data) + self._hdr_bytes > self._obuf_size:
-            self._grow(len(P.data))
-        out = self._out
-        n = self._lib.nat_egress(self._C, P.F, P.data, len(P.data), P.pos, port,
-                                 (now - self.t0) // 1000, left, prio, self._obuf, out)
-        tm = self.tm
-        if n >= 0:
-            frame = self._ffi.buffer(self._obuf, n)[:]
-            if tm.links:
-                tm.settle(port, P.length, n)
-            self.output(port, frame)
-        elif n == -3:
-            self.counters.pipeline_drops += 1
-            if tm.links:
-                tm.settle(port, P.length, 0)
-        elif n == -2:
-            self._egress_clone_tail(P, port, out[4], out[5])
-        else:
-            raise abort_exception(out[0])
+    def _make_egress(self) -> Any:
+        """Egress of a native packet with this flow's constants bound as locals (the queued
+        packets' hot path, as ``receive`` is the arrivals')."""
+        native, nat_egress, C, out = self.native, self._lib.nat_egress, self._C, self._out
+        obuf, room = self._obuf, self._obuf_size - self._hdr_bytes
+        unpack, obuf_c = self._ffi.unpack, self._ffi.cast("char *", self._obuf)
+        t0, tm, output, counters = self.t0, self.tm, self.output, self.counters
+        clone_tail = self._egress_clone_tail
+
+        def egress(P: NativePacket, port: int, prio: int, left: int, now: int) -> None:
+            if native.dirty:
+                native.sync()
+            data = P.data
+            n = len(data)
+            if n > room:
+                self._grow(n)
+                self._egress(P, port, prio, left, now)
+                return
+            n = nat_egress(C, P.F, data, n, P.pos, port, (now - t0) // 1000, left, prio,
+                           obuf, out)
+            if n >= 0:
+                frame = unpack(obuf_c, n)
+                if tm.links:
+                    tm.settle(port, P.length, n)
+                output(port, frame)
+            elif n == -3:
+                counters.pipeline_drops += 1
+                if tm.links:
+                    tm.settle(port, P.length, 0)
+            elif n == -2:
+                clone_tail(P, port, out[4], out[5])
+            else:
+                raise abort_exception(out[0])
+
+        return egress
 
     def _egress_clone_tail(self, NP: NativePacket, port: int, session: int, fl: int) -> None:
         """stages.egress after the pipeline, in Python, for a packet that asked for an E2E

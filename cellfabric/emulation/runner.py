@@ -44,7 +44,7 @@ from cellfabric.emulation.monitor import FabricMonitor
 from cellfabric.emulation.network import FabricNet
 from cellfabric.emulation.secure import RunPki
 from controlplane.fabric import Fabric
-from controlplane.fabric_controller import FabricController
+from controlplane.fabric_controller import FABRIC_ROLE, FabricController, fabric_role_config
 from controlplane.fabric_plan import QueuePlan
 from netlab.hosts import stop_process
 from netlab.targets import compile_p4
@@ -123,7 +123,10 @@ class FabricRun:
         self.fabric = Fabric({
             name: (self.fnet.switch(name).grpc_addr, sw.device_id)
             for name, sw in topo.switches.items()}, reconnect=False,
-            tls=self.pki.client_tls() if self.pki else None)
+            tls=self.pki.client_tls() if self.pki else None,
+            # its own P4Runtime role: an operator's client in another role (or the default
+            # one, e.g. fabricctl) is a primary of its own, never the controller's rival
+            role=FABRIC_ROLE, role_config=fabric_role_config())
         self.fabric.connect()
         _say("[3/5] installing tables, groups and queue settings")
         self.controller = FabricController(

@@ -11,6 +11,7 @@ Generated code sees these names: ``F`` (the PHV list), ``D`` (action data / "loc
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import linecache
 import random
@@ -288,7 +289,7 @@ class Gen:
         text = "\n".join(lines) + "\n"
         filename = generated_filename(where, text)
         try:
-            code = compile(text, filename, "exec")
+            code = _compiled(text, filename)
         except SyntaxError as e:
             raise ProgramError(f"{where}: could not translate ({e.msg})") from None
         # Registered so that tracebacks and pdb show the generated lines. The name holds a
@@ -296,6 +297,14 @@ class Gen:
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         exec(code, self.ns)
         return self.ns.pop(name)
+
+
+@functools.lru_cache(maxsize=65536)
+def _compiled(text: str, filename: str) -> Any:
+    """One code object per generated text: every switch of a simulated fabric loads the same
+    program and executes the same functions, each in its own namespace (code objects are
+    immutable, so sharing them shares nothing of a switch's state)."""
+    return compile(text, filename, "exec")
 
 
 def generated_filename(where: str, text: str) -> str:

@@ -279,6 +279,15 @@ def fused_tree(name: str) -> ast.FunctionDef:
     return fn
 
 
+@functools.cache
+def _stage_code(name: str, fuse: bool) -> Any:
+    """Stage ``name``'s code object, fused or not: the same for every program (what differs is
+    the namespace it is executed in), so made once per process."""
+    module = ast.Module(body=[fused_tree(name) if fuse else _stage_defs()[name]],
+                        type_ignores=[])
+    return compile(module, __file__, "exec", _ANNOTATIONS, dont_inherit=True)
+
+
 def build(bindings: dict[str, Any], fuse: bool = True,
           wrap: Callable[[str, Any], Any] | None = None) -> dict[str, Any]:
     """The stage functions executed with ``bindings`` (every name of BOUND) as their
@@ -292,10 +301,8 @@ def build(bindings: dict[str, Any], fuse: bool = True,
                           "NORMAL": NORMAL, "__builtins__": __builtins__, **bindings}
     if wrap is not None:
         ns["enqueue"], ns["output"] = wrap("enqueue", ns["enqueue"]), wrap("output", ns["output"])
-    defs = _stage_defs()
     for name in ("egress", "to_egress", "prologue", "receive"):  # each binds those before it
-        module = ast.Module(body=[fused_tree(name) if fuse else defs[name]], type_ignores=[])
-        exec(compile(module, __file__, "exec", _ANNOTATIONS, dont_inherit=True), ns)
+        exec(_stage_code(name, fuse), ns)
         if wrap is not None:
             ns[name] = wrap(name, ns[name])  # later stages call it by this name
     return {name: ns[name] for name in STAGES}

@@ -22,7 +22,7 @@ from google.protobuf import any_pb2
 from p4.v1 import p4runtime_pb2 as p4rt
 from p4rt_client import Action, Client, Stream, code_of
 
-from p4sim.switch.p4runtime.roleconfig import role_config_any
+from controlplane.roles import role_config
 
 ACL, LPM = "MyIngress.acl", "MyIngress.ipv4_lpm"
 _elections = itertools.count(100)
@@ -97,7 +97,7 @@ def new_acl(c: Client) -> p4rt.Entity:
 
 def _primary_of(open_stream, role: str, names: list[str]) -> tuple[RoleStream, int]:
     election = next(_elections)
-    s = open_stream(role, role_config_any(names), election)
+    s = open_stream(role, role_config(names), election)
     status = s.status()
     assert status == "primary", f"role '{role}' client is {status}"
     return s, election
@@ -127,13 +127,13 @@ def second_primary_same_role(c: Client) -> str:
 def same_election_same_role(c: Client) -> str:
     with streams(c) as open_stream:
         _, e = _primary_of(open_stream, "acl-writer", [ACL])
-        return stream_outcome(open_stream("acl-writer", role_config_any([ACL]), e))
+        return stream_outcome(open_stream("acl-writer", role_config([ACL]), e))
 
 
 def same_election_two_roles(c: Client) -> str:
     with streams(c) as open_stream:
         _, e = _primary_of(open_stream, "acl-writer", [ACL])
-        return stream_outcome(open_stream("lpm-writer", role_config_any([LPM]), e))
+        return stream_outcome(open_stream("lpm-writer", role_config([LPM]), e))
 
 
 def lower_election_other_role(c: Client) -> str:
@@ -141,7 +141,7 @@ def lower_election_other_role(c: Client) -> str:
     with streams(c) as open_stream:
         _primary_of(open_stream, "acl-writer", [ACL])
         election = next(_elections) - 50
-        s = open_stream("lpm-writer", role_config_any([LPM]), election)
+        s = open_stream("lpm-writer", role_config([LPM]), election)
         s.status()
         return role_write(c, "lpm-writer", election, u(INSERT, new_lpm(c)))
 
@@ -199,9 +199,9 @@ def packet_out_without_permission(c: Client) -> str:
 def seventeen_clients_one_role(c: Client) -> str:
     with streams(c) as open_stream:
         for _ in range(16):
-            status = open_stream("acl-writer", role_config_any([ACL])).status()
+            status = open_stream("acl-writer", role_config([ACL])).status()
             assert status in ("primary", "backup"), status
-        return stream_outcome(open_stream("acl-writer", role_config_any([ACL])))
+        return stream_outcome(open_stream("acl-writer", role_config([ACL])))
 
 
 def pipeline_push_from_role(c: Client) -> str:

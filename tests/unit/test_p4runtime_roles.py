@@ -22,7 +22,7 @@ from p4rt_harness import (
     write_errors,
 )
 
-from p4sim.switch.p4runtime.roleconfig import role_config_any
+from controlplane.roles import role_config
 
 ACL, LPM = "MyIngress.acl", "MyIngress.ipv4_lpm"
 
@@ -69,10 +69,10 @@ def code_of(call) -> int:
 
 
 def test_primary_writes_only_its_roles_tables(sw):
-    s = role_stream(sw, "acl", 1, role_config_any([ACL]))
+    s = role_stream(sw, "acl", 1, role_config([ACL]))
     arb = s.get("arbitration").arbitration
     assert (arb.status.code, arb.role.name) == (code_pb2.OK, "acl")
-    assert arb.role.config == role_config_any([ACL])  # the notification echoes the config
+    assert arb.role.config == role_config([ACL])  # the notification echoes the config
     role_write(sw, "acl", 1, update(INSERT, table_entry=acl_entry(sw, 1)))
     with pytest.raises(grpc.RpcError) as exc:
         role_write(sw, "acl", 1, update(INSERT, table_entry=acl_entry(sw, 2)),
@@ -83,19 +83,19 @@ def test_primary_writes_only_its_roles_tables(sw):
 
 
 def test_ids_name_entities_as_well_as_names(sw):
-    role_stream(sw, "lpm", 1, role_config_any(p4_ids=[sw.table_id(LPM)])).get("arbitration")
+    role_stream(sw, "lpm", 1, role_config(p4_ids=[sw.table_id(LPM)])).get("arbitration")
     role_write(sw, "lpm", 1, update(INSERT, table_entry=lpm_entry(sw, b"\x0a\x00\x00\x00", 8)))
     assert code_of(lambda: role_write(sw, "lpm", 1, update(
         INSERT, table_entry=acl_entry(sw, 1)))) == code_pb2.UNKNOWN  # per-update failure
 
 
 def test_one_primary_per_role_and_roles_are_independent(sw):
-    a = role_stream(sw, "acl", 5, role_config_any([ACL]))
+    a = role_stream(sw, "acl", 5, role_config([ACL]))
     assert a.get("arbitration").arbitration.status.code == code_pb2.OK
     # the same election id in another role is allowed, and that client is its primary too
-    b = role_stream(sw, "lpm", 5, role_config_any([LPM]))
+    b = role_stream(sw, "lpm", 5, role_config([LPM]))
     assert b.get("arbitration").arbitration.status.code == code_pb2.OK
-    c = role_stream(sw, "acl", 9, role_config_any([ACL]))  # takes over role "acl"
+    c = role_stream(sw, "acl", 9, role_config([ACL]))  # takes over role "acl"
     assert c.get("arbitration").arbitration.status.code == code_pb2.OK
     assert a.get("arbitration").arbitration.status.code == code_pb2.ALREADY_EXISTS
     assert b.nothing("arbitration")  # the other role is not told
@@ -109,8 +109,8 @@ def test_one_primary_per_role_and_roles_are_independent(sw):
 
 
 def test_same_election_id_in_the_same_role_ends_the_stream(sw):
-    role_stream(sw, "acl", 3, role_config_any([ACL])).get("arbitration")
-    dup = role_stream(sw, "acl", 3, role_config_any([ACL]))
+    role_stream(sw, "acl", 3, role_config([ACL])).get("arbitration")
+    dup = role_stream(sw, "acl", 3, role_config([ACL]))
     assert dup.ended.wait(3) and dup.error is not None
     assert dup.error.code() == grpc.StatusCode.INVALID_ARGUMENT
 
@@ -118,7 +118,7 @@ def test_same_election_id_in_the_same_role_ends_the_stream(sw):
 @pytest.mark.parametrize("config", [
     any_pb2.Any(type_url="type.googleapis.com/p4.v1.TableEntry", value=b""),
     any_pb2.Any(type_url="type.googleapis.com/p4sim.v1.RoleConfig", value=b"\xff\xff\xff"),
-    role_config_any([""]),
+    role_config([""]),
 ], ids=["other message type", "undecodable bytes", "empty entity name"])
 def test_malformed_role_config_is_invalid_argument(sw, config):
     s = role_stream(sw, "acl", 1, config)
@@ -128,7 +128,7 @@ def test_malformed_role_config_is_invalid_argument(sw, config):
 
 
 def test_role_change_on_a_live_stream_fails(sw):
-    s = role_stream(sw, "acl", 1, role_config_any([ACL]))
+    s = role_stream(sw, "acl", 1, role_config([ACL]))
     s.get("arbitration")
     req = p4rt.StreamMessageRequest()
     req.arbitration.device_id = DEVICE_ID
@@ -139,7 +139,7 @@ def test_role_change_on_a_live_stream_fails(sw):
 
 
 def test_write_for_a_role_no_one_holds_is_not_found(sw):
-    role_stream(sw, "acl", 1, role_config_any([ACL])).get("arbitration")
+    role_stream(sw, "acl", 1, role_config([ACL])).get("arbitration")
     entry = update(INSERT, table_entry=acl_entry(sw, 1))
     assert code_of(lambda: role_write(sw, "nobody", 1, entry)) == code_pb2.NOT_FOUND
 
@@ -152,8 +152,8 @@ def test_role_without_config_has_full_access(sw):
 
 
 def test_reads_are_open_and_the_role_filters_them(sw):
-    role_stream(sw, "acl", 1, role_config_any([ACL])).get("arbitration")
-    role_stream(sw, "lpm", 1, role_config_any([LPM])).get("arbitration")
+    role_stream(sw, "acl", 1, role_config([ACL])).get("arbitration")
+    role_stream(sw, "lpm", 1, role_config([LPM])).get("arbitration")
     role_write(sw, "acl", 1, update(INSERT, table_entry=acl_entry(sw, 1)))
     role_write(sw, "lpm", 1, update(INSERT, table_entry=lpm_entry(sw, b"\x0a\x00\x00\x00", 8)))
     every_table = p4rt.Entity(table_entry=p4rt.TableEntry())
@@ -169,8 +169,8 @@ def test_reads_are_open_and_the_role_filters_them(sw):
 
 
 def test_pipeline_push_needs_a_role_that_may(sw):
-    role_stream(sw, "acl", 1, role_config_any([ACL])).get("arbitration")
-    role_stream(sw, "ops", 1, role_config_any(can_push_pipeline=True)).get("arbitration")
+    role_stream(sw, "acl", 1, role_config([ACL])).get("arbitration")
+    role_stream(sw, "ops", 1, role_config(can_push_pipeline=True)).get("arbitration")
 
     def push(role: str) -> int:
         req = p4rt.SetForwardingPipelineConfigRequest(
@@ -188,8 +188,8 @@ def test_packet_io_follows_the_role_config(sw):
     te = lpm_entry(sw, b"\x0a\x00\x00\x00", 8)
     te.action.action.CopyFrom(action(sw, "MyIngress.send_to_cpu"))
     sw.write(update(INSERT, table_entry=te))
-    quiet = role_stream(sw, "acl", 1, role_config_any([ACL]))
-    punt = role_stream(sw, "punt", 1, role_config_any(receives_packet_ins=True))
+    quiet = role_stream(sw, "acl", 1, role_config([ACL]))
+    punt = role_stream(sw, "punt", 1, role_config(receives_packet_ins=True))
     quiet.get("arbitration"), punt.get("arbitration")
     sw.inject(3, ipv4_frame(b"\x0a\x01\x02\x03"))
     assert punt.get("packet").packet.payload == ipv4_frame(b"\x0a\x01\x02\x03")
@@ -204,8 +204,8 @@ def test_packet_io_follows_the_role_config(sw):
 
 def test_digest_lists_go_to_the_role_that_owns_the_digest(sw):
     did = sw.obj_id("digests", "mac_learn_t")
-    owner = role_stream(sw, "learn", 1, role_config_any(["mac_learn_t", ACL]))
-    other = role_stream(sw, "lpm", 1, role_config_any([LPM]))
+    owner = role_stream(sw, "learn", 1, role_config(["mac_learn_t", ACL]))
+    other = role_stream(sw, "lpm", 1, role_config([LPM]))
     owner.get("arbitration"), other.get("arbitration")
     d = p4rt.DigestEntry(digest_id=did)
     d.config.max_list_size = 1

@@ -22,10 +22,9 @@ share one definition; ``role_config_any`` packs one for a MasterArbitrationUpdat
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 from p4.v1 import p4runtime_pb2 as p4rt
 
@@ -61,21 +60,6 @@ def _build_message_class() -> type[Message]:
 
 
 RoleConfig = _build_message_class()
-
-
-def role_config_any(p4_names: Iterable[str] = (), p4_ids: Iterable[int] = (), *,
-                    packet_replication: bool = False, receives_packet_ins: bool = False,
-                    can_send_packet_outs: bool = False,
-                    can_push_pipeline: bool = False) -> any_pb2.Any:
-    """A RoleConfig packed as the ``Any`` of ``Role.config``."""
-    cfg = RoleConfig(p4_ids=list(p4_ids), p4_names=list(p4_names),
-                     packet_replication=packet_replication,
-                     receives_packet_ins=receives_packet_ins,
-                     can_send_packet_outs=can_send_packet_outs,
-                     can_push_pipeline=can_push_pipeline)
-    out = any_pb2.Any()
-    out.Pack(cfg)
-    return out
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ extern, a DigestEntry (and the DigestLists it produces) by the digest. A role wi
 (and the default role) has full pipeline access, as the specification says.
 
 The descriptor is built here at import (no protoc step), so the server and any Python client
-share one definition; ``role_config_any`` packs one for a MasterArbitrationUpdate.
+share one definition; a client packs one with ``controlplane.roles.role_config``.
 """
 
 from __future__ import annotations

@@ -253,7 +253,8 @@ def _paths(recs: list[dict[str, Any]], links: dict[str, str]) -> list[list[dict[
         return [recs]
     unused, paths = list(recs), []
     while unused:
-        path = [unused.pop(0)]
+        path = [_first_hop(unused, links)]
+        unused.remove(path[0])
         while True:
             copy = next((c for c in path[-1]["copies"] if "t_out" in c), None)
             peer = links.get(f"{path[-1]['switch']}:{copy['port']}") if copy else None
@@ -268,6 +269,18 @@ def _paths(recs: list[dict[str, Any]], links: dict[str, str]) -> list[list[dict[
             path.append(nxt)
         paths.append(path)
     return paths
+
+
+def _first_hop(unused: list[dict[str, Any]], links: dict[str, str]) -> dict[str, Any]:
+    """The earliest record no other unused record's copy could have led to. Times from
+    real BMv2 logs are whole milliseconds, so a cell's hops across a fabric often tie; the
+    records' order then says nothing about which switch saw it first."""
+    def fed(rec: dict[str, Any]) -> bool:
+        into = f"{rec['switch']}:{rec['in_port']}"
+        return any(links.get(f"{u['switch']}:{c['port']}") == into and c["t_out"] <= rec["t_in"]
+                   for u in unused if u is not rec
+                   for c in u["copies"] if "t_out" in c)
+    return next((r for r in unused if not fed(r)), unused[0])
 
 
 def journeys(tr: Traces, src: str | None = None, dst: str | None = None,

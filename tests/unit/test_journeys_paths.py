@@ -30,3 +30,16 @@ def test_a_resent_cell_has_one_journey_per_transmission() -> None:
     assert [[(h["switch"], h["in_port"]) for h in j["hops"]] for j in found] == [
         [("l1", 3), ("s2", 1), ("l2", 2)], [("l1", 3), ("s1", 1), ("l2", 1)]]
     assert [j["span_ns"] for j in found] == [50, 50]
+
+
+def test_hops_tied_to_the_millisecond_still_start_at_the_first_switch() -> None:
+    # Real BMv2 logs time to the millisecond: all three hops of one cell carry one time, and
+    # the files are read destination leaf first (l2 sorts before s1 and after l1 alike).
+    ms = 22_726_499_000_000
+    recs = [_rec("l2", 1, ms, 3, ms), _rec("s1", 1, ms, 2, ms), _rec("l1", 3, ms, 1, ms)]
+    tr = Traces({"hosts": {"h1": "10.0.1.1", "h3": "10.0.2.1"},
+                 "links": LINKS | {v: k for k, v in LINKS.items()}}, [], {},
+                {id_key(IDENT): recs})
+    (only,) = journeys(tr, "h1", "h3")
+    assert [h["switch"] for h in only["hops"]] == ["l1", "s1", "l2"]
+    assert "dropped" not in only

@@ -119,17 +119,20 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupted_sweep_resumes_with_only_the_missing_tasks(tmp_path, sig):
-    log = tmp_path / "invocations.log"
-    # Tasks long enough that, with 3 done, the other 5 still need seconds of the 2 workers:
-    # at 0.4 s a loaded CI machine saw the whole sweep finish before the signal arrived.
-    spec = write_spec(tmp_path / "s.yaml", {"options": {"sleep": 1.5, "log": str(log)},
-                                             "axes": {"spray": ["ecmp", "spray"],
+    log, gate = tmp_path / "invocations.log", tmp_path / "gate"
+    # The four ecmp tasks run first and finish; the four spray tasks then wait for a file the
+    # test makes only for the second sweep, so the signal always finds the sweep mid-way,
+    # however slow the machine (timing alone once let a loaded CI machine finish first).
+    spec = write_spec(tmp_path / "s.yaml", {"options": {"sleep": 0.2, "log": str(log)},
+                                             "axes": {"spray": ["ecmp", {"spray": "spray",
+                                                                         "hold": str(gate)}],
                                                       "seed": [1, 2, 3, 4]}})
     res = tmp_path / "out"
     proc = subprocess.Popen(sweep_cmd(spec, res, "--workers", "2"), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        assert _wait_for(lambda: len(records(res)) >= 3 if (res / "tasks").exists() else False)
+        assert _wait_for(lambda: len(records(res)) >= 4 if (res / "tasks").exists() else False)
+        assert _wait_for(lambda: len(list((res / "tasks").glob("*spray=spray*/pid"))) >= 2)
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=30)
     finally:
@@ -137,15 +140,16 @@ def test_interrupted_sweep_resumes_with_only_the_missing_tasks(tmp_path, sig):
             proc.kill()
             proc.wait()
     if sig == signal.SIGINT:
-        assert proc.returncode == 130 and "run the same command again" in out
+        assert proc.returncode == 130 and "run the same command again" in out, out
     done_first = {k for k, r in records(res).items() if r["status"] == "ok"}
-    assert 3 <= len(done_first) < 8
+    assert len(done_first) == 4 and all("spray=ecmp" in k for k in done_first), done_first
     # the tasks that were running when the sweep stopped did not live on
     started = [d for d in (res / "tasks").iterdir() if (d / "pid").exists()]
     pids = [int((d / "pid").read_text()) for d in started if d.name not in done_first]
     assert _wait_for(lambda: not any(_alive(p) for p in pids), timeout=15)
     first = log.read_text().splitlines()
 
+    gate.touch()
     again = run_sweep(spec, res, "--workers", "2")
     assert again.returncode == 0, again.stdout
     second = log.read_text().splitlines()[len(first):]

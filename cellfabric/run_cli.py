@@ -65,6 +65,12 @@ def add_workload_options(ap: argparse.ArgumentParser) -> None:
                     help="offered load, 0 < F <= 1: each sending host is offered F of its link "
                          "rate, its --count messages per flow arriving as a seeded Poisson "
                          "process (permutation, all-to-all; default: back to back)")
+    ap.add_argument("--channels", type=int, default=None, metavar="C",
+                    help="collective workloads: C parallel rings or trees (NCCL's channels), "
+                         "each over its own part of the buffer (default 1)")
+    ap.add_argument("--chunk-size", type=int, default=None, metavar="BYTES",
+                    help="collective workloads: pipeline each step in chunks of at most "
+                         "BYTES (default: one chunk per step)")
     ap.add_argument("--fail", action="append", default=[], metavar="LINK|SWITCH@T[:T_UP]",
                     help=FAIL_HELP)
     ap.add_argument("--credit-unscheduled", default="auto", metavar="auto|CELLS",
@@ -100,7 +106,8 @@ def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list
     leaf_of = {h: topo.hosts[h].leaves[0] for h in hosts}
     workload = make_workload(args.workload, hosts, args.size, args.count,
                              senders=args.senders, leaf_of=leaf_of, seed=args.seed,
-                             load=args.load, pod_of=pods_of_leaves(topo))
+                             load=args.load, pod_of=pods_of_leaves(topo),
+                             channels=args.channels, chunk_size=args.chunk_size)
     events = [ev for spec in args.fail for ev in parse_fail(spec, topo)]
     for ev in events:
         for link in ev.links:

@@ -168,6 +168,9 @@ class WorkloadRequest:
     pod_of: dict[str, str] | None = None
     seed: int = 1
     load: float = 0.0
+    channels: int = 1  # collective workloads: NCCL-style parallel rings/trees
+    chunk_size: int | None = None  # collective workloads: pipelining slice in bytes
+    server_of: dict[str, str] | None = None  # host -> server (hierarchical collectives)
 
 
 class WorkloadKind(NamedTuple):
@@ -186,6 +189,28 @@ REGISTRY: dict[str, WorkloadKind] = {
     "allreduce": WorkloadKind(lambda r: ring_allreduce(
         ring_order(r.hosts, r.leaf_of, r.pod_of) if r.leaf_of else r.hosts, r.size), False),
 }
+
+
+def _collective(algorithm: str) -> WorkloadKind:
+    """A collective library schedule (cellfabric.collectives) lowered to steps; the ranks
+    are the hosts in order, servers the hosts' ``server_of`` (default: their leaf)."""
+    def build(r: WorkloadRequest) -> Workload:
+        from cellfabric.collectives.lower import collective_workload
+
+        return collective_workload(algorithm, r.hosts, r.size, r.channels, r.chunk_size,
+                                   r.server_of or r.leaf_of)
+    return WorkloadKind(build, False)
+
+
+def _register_collectives() -> tuple[str, ...]:
+    from cellfabric.collectives.registry import ALGORITHMS
+
+    for name, algo in ALGORITHMS.items():
+        REGISTRY[algo.workload] = _collective(name)
+    return tuple(algo.workload for algo in ALGORITHMS.values())
+
+
+COLLECTIVE_WORKLOADS = _register_collectives()
 WORKLOADS = tuple(REGISTRY)
 LOAD_WORKLOADS = tuple(name for name, kind in REGISTRY.items() if kind.takes_load)
 
@@ -193,16 +218,22 @@ LOAD_WORKLOADS = tuple(name for name, kind in REGISTRY.items() if kind.takes_loa
 def make_workload(name: str, hosts: list[str], size: int, count: int,
                   senders: int | None = None, leaf_of: dict[str, str] | None = None,
                   seed: int = 1, load: float | None = None,
-                  pod_of: dict[str, str] | None = None) -> Workload:
+                  pod_of: dict[str, str] | None = None, channels: int | None = None,
+                  chunk_size: int | None = None,
+                  server_of: dict[str, str] | None = None) -> Workload:
     kind = REGISTRY.get(name)
     if kind is None:
         raise WorkloadError(f"unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")
     if load is not None and not kind.takes_load:
         raise WorkloadError(f"--load does not apply to --workload {name}: it is a synchronized "
                             f"burst; offered load applies to {' and '.join(LOAD_WORKLOADS)}")
+    if (channels is not None or chunk_size is not None) and name not in COLLECTIVE_WORKLOADS:
+        raise WorkloadError(f"--channels and --chunk-size apply to the collective workloads "
+                            f"({', '.join(COLLECTIVE_WORKLOADS)}), not to {name}")
     if load is not None:
         check_load(load)
         if count < 1:
             raise WorkloadError(f"--load needs --count >= 1 messages per flow (got {count})")
     return kind.build(WorkloadRequest(hosts, size, count, senders, leaf_of, pod_of, seed,
-                                      load or 0.0))
+                                      load or 0.0, 1 if channels is None else channels, chunk_size,
+                                      server_of))

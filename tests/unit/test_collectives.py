@@ -9,6 +9,8 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cellfabric.collectives import ALGORITHMS, CollectiveSpec, ScheduleError, build, check, verify
 from cellfabric.collectives.schedule import COPY, REDUCE, split
@@ -218,3 +220,33 @@ def test_rail_mode_needs_equal_servers_and_hier_needs_a_map() -> None:
 def test_split_is_even_and_exact() -> None:
     assert split(10, 4) == [3, 3, 2, 2]
     assert split(2, 5) == [1, 1, 0, 0, 0]
+
+
+@st.composite
+def _specs(draw: st.DrawFn) -> tuple[str, CollectiveSpec]:
+    """Any algorithm on any rank count, size, channel count and chunk size, with a random
+    rank order per channel and random servers (equal ones for the rail algorithm)."""
+    algo = draw(st.sampled_from(list(ALGORITHMS)))
+    n = draw(st.integers(1, 13))
+    if algo == "allreduce-hier-rail":
+        per = draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0]))
+        servers = servers_for(n, per)
+    else:
+        servers = tuple(draw(st.lists(st.sampled_from("abcd"), min_size=n, max_size=n)))
+    channels = draw(st.integers(1, 4))
+    perms = [draw(st.permutations(range(n))) for _ in range(channels)]
+
+    def order(channel: int, ranks: list[int]) -> list[int]:
+        return sorted(ranks, key=perms[channel].index)
+
+    return algo, CollectiveSpec(n, draw(st.integers(1, 5000)), channels,
+                                draw(st.none() | st.integers(1, 700)),
+                                root=draw(st.integers(0, n - 1)), servers=servers,
+                                order=order)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_specs())
+def test_any_spec_and_rank_order_gives_every_rank_its_result(case) -> None:
+    algo, s = case
+    assert verify(build(algo, s)) == []

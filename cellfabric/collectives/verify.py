@@ -28,6 +28,7 @@ from cellfabric.collectives.schedule import (
     REDUCE_SCATTER,
     Schedule,
     ScheduleError,
+    Send,
 )
 
 Value = Counter  # contributing rank -> times it was added in
@@ -95,15 +96,22 @@ def structure_errors(s: Schedule) -> Iterator[str]:
 
 
 def race_errors(s: Schedule) -> Iterator[str]:
-    """Unordered conflicting accesses of one (rank, chunk)."""
-    ancestors: list[int] = []  # send -> bit set of the sends it transitively waits for
-    for x in s.sends:
+    """Unordered conflicting accesses of one (rank, chunk). Channels share no chunk and no
+    dependency, so each is checked alone (the ancestor sets grow with its sends squared)."""
+    for channel in range(s.channels):
+        yield from _channel_races(s.channel_sends(channel))
+
+
+def _channel_races(sends: list[Send]) -> Iterator[str]:
+    local = {x.id: i for i, x in enumerate(sends)}
+    ancestors: list[int] = []  # local index -> bit set of what it transitively waits for
+    for x in sends:
         bits = 0
         for d in x.deps:
-            bits |= ancestors[d] | (1 << d)
+            bits |= ancestors[local[d]] | (1 << local[d])
         ancestors.append(bits)
     accesses: dict[tuple[int, int], list[tuple[int, str]]] = {}
-    for x in s.sends:
+    for x in sends:
         for c in x.chunks:
             accesses.setdefault((x.src, c), []).append((x.id, "read"))
             accesses.setdefault((x.dst, c), []).append((x.id, x.op))
@@ -112,7 +120,7 @@ def race_errors(s: Schedule) -> Iterator[str]:
             for b, kind_b in acc[i + 1:]:
                 if kind_a == kind_b and kind_a in ("read", REDUCE):
                     continue  # two reads, or two commuting reduces
-                if not (ancestors[b] >> a & 1 or ancestors[a] >> b & 1):
+                if not ancestors[local[b]] >> local[a] & 1:  # a is before b in the list
                     yield (f"sends #{a} ({kind_a}) and #{b} ({kind_b}) of chunk {c} at rank "
                            f"{rank} are not ordered by their dependencies")
 

@@ -249,4 +249,7 @@ def _specs(draw: st.DrawFn) -> tuple[str, CollectiveSpec]:
 @given(_specs())
 def test_any_spec_and_rank_order_gives_every_rank_its_result(case) -> None:
     algo, s = case
-    assert verify(build(algo, s)) == []
+    schedule = build(algo, s)
+    assert verify(schedule) == []
+    level = {x.id: k for k, lv in enumerate(schedule.levels()) for x in lv}
+    assert all(level[d] < level[x.id] for x in schedule.sends for d in x.deps)

@@ -235,5 +235,5 @@ def make_workload(name: str, hosts: list[str], size: int, count: int,
         if count < 1:
             raise WorkloadError(f"--load needs --count >= 1 messages per flow (got {count})")
     return kind.build(WorkloadRequest(hosts, size, count, senders, leaf_of, pod_of, seed,
-                                      load or 0.0, 1 if channels is None else channels, chunk_size,
-                                      server_of))
+                                      load or 0.0, 1 if channels is None else channels,
+                                      chunk_size, server_of))

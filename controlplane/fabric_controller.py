@@ -11,7 +11,7 @@ P4Runtime: they go through a ``QueueSetter`` the runner provides for the target.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from controlplane.entities import (
     ActionProfileGroup,
     ActionProfileMember,
     CloneSession,
+    Entity,
     TableEntry,
 )
 from controlplane.fabric_plan import P_SELECTOR, QueuePlan, SwitchPlan, plan_fabric
@@ -176,49 +177,74 @@ class FabricController:
             conn.set_pipeline(self.p4info, self.bmv2_json)
 
     def _desired(self, conn, plan: SwitchPlan) -> dict[tuple[str, object], p4runtime_pb2.Entity]:
-        out: dict[tuple[str, object], p4runtime_pb2.Entity] = {}
-        for ent in plan.entities:
-            proto = conn.codec.to_proto(ent)
-            ident = identity(proto)
-            assert ident is not None
-            out[ident] = proto
-        return out
+        return desired_protos(conn, plan.entities)
 
     def _actual(self, conn) -> dict[tuple[str, object], p4runtime_pb2.Entity]:
-        reads = [TableEntry(table=None), ActionProfileMember(profile=P_SELECTOR),
-                 ActionProfileGroup(profile=P_SELECTOR), CloneSession(session_id=None)]
-        out: dict[tuple[str, object], p4runtime_pb2.Entity] = {}
-        codec = conn.codec
-        protos = conn.read_protos(*(codec.to_proto(r, for_read=True) for r in reads))
-        for proto in protos:
-            ident = identity(proto)
-            if ident is not None and ident[0] != "default_entry":
-                out[ident] = proto
-        return out
+        return read_actual(conn, [TableEntry(table=None), ActionProfileMember(profile=P_SELECTOR),
+                                  ActionProfileGroup(profile=P_SELECTOR),
+                                  CloneSession(session_id=None)])
 
     def _diff_switch(self, name: str, conn) -> SwitchDiff:
-        desired = self._desired(conn, self.plans[name])
-        actual = self._actual(conn)
-        diff = SwitchDiff(name)
-        for ident, proto in desired.items():
-            have = actual.get(ident)
-            if have is None:
-                diff.inserts.append(proto)
-            elif _normalize(have) != _normalize(proto):
-                diff.modifies.append(proto)
-        diff.deletes = [proto for ident, proto in actual.items() if ident not in desired]
-        order = {k: i for i, k in enumerate(_KIND_ORDER)}
-        diff.inserts.sort(key=lambda e: order.get(_kind(e), 9))
-        diff.modifies.sort(key=lambda e: order.get(_kind(e), 9))
-        diff.deletes.sort(key=lambda e: -order.get(_kind(e), 9))
-        return diff
+        return diff_switch(name, self._desired(conn, self.plans[name]), self._actual(conn))
 
     @staticmethod
     def _apply(conn, diff: SwitchDiff) -> None:
-        # Three requests so that dependencies hold: a group's new members exist before it is
-        # modified, and stale members are deleted only after the groups stop using them.
-        groups = [(Update.INSERT, diff.inserts), (Update.MODIFY, diff.modifies),
-                  (Update.DELETE, diff.deletes)]
-        for kind, entities in groups:
-            if entities:
-                conn.write_protos([Update(type=kind, entity=e) for e in entities])
+        apply_diff(conn, diff)
+
+
+# -- the diff machinery, also for other writers of a part of the pipeline (the route agent) ----
+
+Identity = tuple[str, object]
+
+
+def desired_protos(conn, entities: Iterable[Entity]) -> dict[Identity, p4runtime_pb2.Entity]:
+    """Entities encoded for ``conn``'s pipeline, by identity."""
+    out: dict[Identity, p4runtime_pb2.Entity] = {}
+    for ent in entities:
+        proto = conn.codec.to_proto(ent)
+        ident = identity(proto)
+        assert ident is not None
+        out[ident] = proto
+    return out
+
+
+def read_actual(conn, reads: list[Entity]) -> dict[Identity, p4runtime_pb2.Entity]:
+    """What the switch holds of ``reads`` (wildcard reads), by identity; default entries are
+    not intent a diff adds or removes."""
+    out: dict[Identity, p4runtime_pb2.Entity] = {}
+    codec = conn.codec
+    protos = conn.read_protos(*(codec.to_proto(r, for_read=True) for r in reads))
+    for proto in protos:
+        ident = identity(proto)
+        if ident is not None and ident[0] != "default_entry":
+            out[ident] = proto
+    return out
+
+
+def diff_switch(name: str, desired: dict[Identity, p4runtime_pb2.Entity],
+                actual: dict[Identity, p4runtime_pb2.Entity]) -> SwitchDiff:
+    """The inserts, modifies and deletes that turn ``actual`` into ``desired``, each list in
+    the order the switch accepts."""
+    diff = SwitchDiff(name)
+    for ident, proto in desired.items():
+        have = actual.get(ident)
+        if have is None:
+            diff.inserts.append(proto)
+        elif _normalize(have) != _normalize(proto):
+            diff.modifies.append(proto)
+    diff.deletes = [proto for ident, proto in actual.items() if ident not in desired]
+    order = {k: i for i, k in enumerate(_KIND_ORDER)}
+    diff.inserts.sort(key=lambda e: order.get(_kind(e), 9))
+    diff.modifies.sort(key=lambda e: order.get(_kind(e), 9))
+    diff.deletes.sort(key=lambda e: -order.get(_kind(e), 9))
+    return diff
+
+
+def apply_diff(conn, diff: SwitchDiff) -> None:
+    # Three requests so that dependencies hold: a group's new members exist before it is
+    # modified, and stale members are deleted only after the groups stop using them.
+    groups = [(Update.INSERT, diff.inserts), (Update.MODIFY, diff.modifies),
+              (Update.DELETE, diff.deletes)]
+    for kind, entities in groups:
+        if entities:
+            conn.write_protos([Update(type=kind, entity=e) for e in entities])

@@ -222,10 +222,7 @@ def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]]
 
     host_routes = _plan_groups(topo, name, hops, plan)
     plan.routes = _aggregate(host_routes, topo)
-    for prefix, gid in sorted(plan.routes.items()):
-        ents.append(TableEntry(table=T_LPM, match={"hdr.ipv4.dst_addr": prefix},
-                               action="MyIngress.forwarding.set_next_group",
-                               params={"group_id": gid}))
+    ents.extend(route_entry(prefix, gid) for prefix, gid in sorted(plan.routes.items()))
     ents.append(TableEntry(table=T_CELL_LENGTH,
                            # the key is the BTH payload length: the configured cell size
                            match={"meta.cell_payload_len": fab.cell_size},
@@ -266,30 +263,45 @@ def _plan_groups(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]
             plan.groups[key] = len(plan.groups) + 1
         host_routes[topo.hosts[host].ip] = plan.groups[key]
     used_ports = sorted({p for ports in plan.groups for p in ports})
-    for port in used_ports:
-        ents.append(ActionProfileMember(profile=P_SELECTOR, member_id=port,
-                                        action="MyIngress.spray.set_egress_port",
-                                        params={"port": port}))
-    mode = SPRAY_MODE_VALUE[fab.spray]
+    ents.extend(selector_member(port) for port in used_ports)
     salt = hash_salt(name)
     for ports, gid in sorted(plan.groups.items(), key=lambda kv: kv[1]):
-        ents.append(ActionProfileGroup(
-            profile=P_SELECTOR, group_id=gid,
-            members=[GroupMember(member_id=p, weight=1, watch_port=p) for p in ports]))
-        ents.append(TableEntry(table=T_GROUP_SELECT, match={"meta.group_id": gid}, group=gid))
-        ents.append(TableEntry(table=T_GROUP_MODE, match={"meta.group_id": gid},
-                               action="MyIngress.spray.set_group_mode",
-                               params={"mode": mode, "salt": salt}))
-        if fab.spray == "adaptive" and len(ports) >= 2:
-            for bucket in range(ADAPTIVE_BUCKETS):
-                a = ports[bucket % len(ports)]
-                b = ports[(bucket + 1) % len(ports)]
-                ents.append(TableEntry(
-                    table=T_ADAPTIVE,
-                    match={"meta.group_id": gid, "meta.adaptive_bucket": bucket},
-                    action="MyIngress.spray.set_candidates",
-                    params={"port_a": a, "port_b": b}))
+        ents.extend(group_entities(gid, ports, fab.spray, salt))
     return host_routes
+
+
+def selector_member(port: int) -> ActionProfileMember:
+    """The spray selector's member for ``port`` (member id = port)."""
+    return ActionProfileMember(profile=P_SELECTOR, member_id=port,
+                               action="MyIngress.spray.set_egress_port", params={"port": port})
+
+
+def group_entities(gid: int, ports: tuple[int, ...], spray: str, salt: int) -> list[Entity]:
+    """Next-hop group ``gid`` over ``ports`` (members must exist): the selector group (each
+    member watching its port), its group_select entry, its spray mode (with the switch's hash
+    salt) and, for adaptive spraying, its candidate pairs."""
+    ents: list[Entity] = [
+        ActionProfileGroup(profile=P_SELECTOR, group_id=gid,
+                           members=[GroupMember(member_id=p, weight=1, watch_port=p)
+                                    for p in ports]),
+        TableEntry(table=T_GROUP_SELECT, match={"meta.group_id": gid}, group=gid),
+        TableEntry(table=T_GROUP_MODE, match={"meta.group_id": gid},
+                   action="MyIngress.spray.set_group_mode",
+                   params={"mode": SPRAY_MODE_VALUE[spray], "salt": salt})]
+    if spray == "adaptive" and len(ports) >= 2:
+        for bucket in range(ADAPTIVE_BUCKETS):
+            a = ports[bucket % len(ports)]
+            b = ports[(bucket + 1) % len(ports)]
+            ents.append(TableEntry(
+                table=T_ADAPTIVE, match={"meta.group_id": gid, "meta.adaptive_bucket": bucket},
+                action="MyIngress.spray.set_candidates", params={"port_a": a, "port_b": b}))
+    return ents
+
+
+def route_entry(prefix: str, gid: int) -> TableEntry:
+    """The ipv4_lpm entry sending ``prefix`` to next-hop group ``gid``."""
+    return TableEntry(table=T_LPM, match={"hdr.ipv4.dst_addr": prefix},
+                      action="MyIngress.forwarding.set_next_group", params={"group_id": gid})
 
 
 def _plan_ports(topo: Topology, name: str, own_links: list, my_mac: str,

@@ -1,0 +1,139 @@
+"""The route agent: one per switch, it keeps fabric.p4's routes and next-hop groups equal to the
+kernel forwarding table FRR's zebra maintains in the switch's namespace, as a white-box NOS's
+orchestration agent does (SONiC/PINS: zebra -> kernel/FPM -> P4Runtime).
+
+``sync()`` makes one pass over the whole table, reading the switch first; ``run(stop)``
+follows the table over netlink until ``stop`` is set, and after each burst of changes writes
+only what differs from what it wrote last (controlplane.fabric_controller's diff), under its own
+P4Runtime role. Every write batch is recorded in ``writes`` (wall-clock time, so the harness can
+set it against a failure's injection and BFD's detection, and the prefixes it changed).
+
+The connection is the caller's (a controlplane SwitchConnection, connected with
+``role=ROUTE_AGENT_ROLE, role_config=route_agent_role_config()``, to a switch whose pipeline is
+already set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from p4.v1 import p4runtime_pb2
+
+from controlplane.errors import ControlPlaneError
+from controlplane.fabric_controller import (
+    SwitchDiff,
+    apply_diff,
+    desired_protos,
+    diff_switch,
+    read_actual,
+)
+from controlplane.kernel_routes import KernelRoute, KernelRouteWatch, read_routes
+from controlplane.route_entries import RouteEntries, RouteMapper, route_agent_reads
+
+MAX_BURST_S = 0.2
+Installed = dict[tuple[str, object], p4runtime_pb2.Entity]
+
+
+@dataclass(frozen=True)
+class WriteBatch:
+    """One pass that wrote something: when it finished writing, what it wrote, and why."""
+
+    wall_time: float  # time.time() after the last write of the batch
+    monotonic: float  # time.monotonic() at the same moment
+    inserts: int
+    modifies: int
+    deletes: int
+    prefixes: tuple[str, ...]  # the kernel routes that changed since the previous batch
+
+
+class RouteAgent:
+    def __init__(self, netns: str | None, switch: str, port_of_ifname: Mapping[str, int],
+                 connection, spray: bool, *, spray_mode: str = "spray",
+                 include_connected: bool = False, settle_s: float = 0.005,
+                 log: Callable[[str], None] = print) -> None:
+        self.netns = netns
+        self.switch = switch
+        self.conn = connection
+        self.mapper = RouteMapper(switch, port_of_ifname, spray, spray_mode=spray_mode,
+                                  include_connected=include_connected)
+        self.settle_s = settle_s  # how long a burst of notifications may take to arrive
+        self.log = log
+        self.writes: list[WriteBatch] = []
+        self.errors: list[str] = []  # one line per failed pass
+        self.table: dict[str, KernelRoute] = {}  # the kernel table last programmed
+        self.entries = RouteEntries()  # what that table became
+        self._installed: Installed | None = None  # None: read the switch before the next diff
+        self._lock = threading.Lock()
+
+    # -- one pass -------------------------------------------------------------------------------
+    def sync(self) -> SwitchDiff:
+        """Read the whole kernel table and the switch's entries, write the difference."""
+        table = read_routes(self.netns)
+        with self._lock:
+            self._installed = None
+            return self._program(table)
+
+    def _program(self, table: dict[str, KernelRoute]) -> SwitchDiff:
+        changed = _changed_prefixes(self.table, table)
+        entries = self.mapper.map(table)
+        desired = desired_protos(self.conn, entries.entities)
+        if self._installed is None:
+            self._installed = read_actual(self.conn, route_agent_reads())
+        diff = diff_switch(self.switch, desired, self._installed)
+        try:
+            apply_diff(self.conn, diff)
+        except ControlPlaneError:
+            self._installed = None  # part may have been written: read back before the next
+            raise
+        self._installed = desired
+        self.table, self.entries = dict(table), entries
+        if diff.writes:
+            self.writes.append(WriteBatch(time.time(), time.monotonic(), len(diff.inserts),
+                                          len(diff.modifies), len(diff.deletes), changed))
+        return diff
+
+    def _program_logged(self, table: dict[str, KernelRoute]) -> None:
+        try:
+            with self._lock:
+                self._program(table)
+        except ControlPlaneError as err:
+            line = f"route agent {self.switch}: {err}"
+            self.errors.append(line)
+            self.log(line)
+
+    # -- following the table ----------------------------------------------------------------------
+    def run(self, stop: threading.Event, poll_s: float = 0.1) -> None:
+        """Program the table, then follow it until ``stop`` is set (checked every ``poll_s``).
+        A pass that fails to write is logged and retried at the next change (from a fresh
+        read of the switch)."""
+        asyncio.run(self._follow(stop, poll_s))
+
+    async def _follow(self, stop: threading.Event, poll_s: float) -> None:
+        async with KernelRouteWatch(self.netns) as watch:
+            self._installed = None
+            self._program_logged(dict(watch.table))
+            while not stop.is_set():
+                if await self._burst(watch, poll_s):
+                    self._program_logged(dict(watch.table))
+
+    async def _burst(self, watch: KernelRouteWatch, poll_s: float) -> bool:
+        """Wait for changes, then take those that follow within ``settle_s`` of each other
+        (zebra installs a withdrawal's routes one message each); whether any came."""
+        first = await watch.changes(poll_s)
+        if first == []:
+            return self._installed is None  # a failed pass is retried
+        # a table that never stops changing is still programmed now and then
+        until = time.monotonic() + MAX_BURST_S
+        while time.monotonic() < until:
+            if await watch.changes(self.settle_s) == []:
+                break
+        return True
+
+
+def _changed_prefixes(before: Mapping[str, KernelRoute],
+                      after: Mapping[str, KernelRoute]) -> tuple[str, ...]:
+    return tuple(sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p)))

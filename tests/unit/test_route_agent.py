@@ -1,0 +1,162 @@
+"""The route agent against a real `p4sim switch` process over P4Runtime: a namespace's static
+multipath routes become fabric.p4 routes and next-hop groups, changes are followed (a next hop
+withdrawn shrinks its group in place, a deleted route loses its entries), and only what changed
+is written, under the agent's own role."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cellfabric.nos.route_agent import RouteAgent
+from controlplane.connection import SwitchConnection, wait_until
+from controlplane.entities import ActionProfileGroup, ActionProfileMember, TableEntry
+from controlplane.errors import P4RuntimeError
+from controlplane.fabric_plan import SPRAY_MODE_VALUE, T_GROUP_MODE, T_LPM, T_MY_STATION, hash_salt
+from controlplane.route_entries import ROUTE_AGENT_ROLE, route_agent_role_config
+from netlab.targets import compile_p4
+
+sys.path.insert(0, str(Path(__file__).parent / "nos_fixtures"))
+sys.path.insert(0, str(Path(__file__).parent / "cp_fixtures"))
+from p4sim_switch import P4simSwitch
+from route_lab import RouteLab, needs_root, route_lab
+
+pytestmark = needs_root
+ROOT = Path(__file__).resolve().parents[2]
+SELECTOR = "MyIngress.spray.group_selector"
+
+
+@pytest.fixture(scope="module")
+def fabric_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return compile_p4(ROOT / "p4src" / "fabric.p4", tmp_path_factory.mktemp("ra"), "embedded")
+
+
+@pytest.fixture
+def setup(fabric_build, tmp_path: Path):
+    """(lab, controller connection, agent connection) on a fresh switch."""
+    json_path, p4info_path = fabric_build
+    with route_lab() as lab, P4simSwitch(1, log=tmp_path / "switch.log") as sw:
+        ctl = SwitchConnection(sw.addr, 1, (0, 1), reconnect=False).connect()
+        try:
+            ctl.set_pipeline(p4info_path, json_path)
+            agent_conn = SwitchConnection(sw.addr, 1, (0, 1), reconnect=False,
+                                          role=ROUTE_AGENT_ROLE,
+                                          role_config=route_agent_role_config()).connect()
+            try:
+                yield lab, ctl, agent_conn
+            finally:
+                agent_conn.close()
+        finally:
+            ctl.close()
+
+
+def routes_on(conn: SwitchConnection) -> dict[str, int]:
+    out = {}
+    for e in conn.read(TableEntry(table=T_LPM)):
+        m = e.match["hdr.ipv4.dst_addr"]
+        out[f"{ipaddress.IPv4Address(m.value)}/{m.prefix_len}"] = e.params["group_id"]
+    return out
+
+
+def groups_on(conn: SwitchConnection) -> dict[int, set[int]]:
+    return {g.group_id: {m.member_id for m in g.members}
+            for g in conn.read(ActionProfileGroup(profile=SELECTOR))}
+
+
+def members_on(conn: SwitchConnection) -> set[int]:
+    return {m.member_id for m in conn.read(ActionProfileMember(profile=SELECTOR))}
+
+
+def make_agent(lab: RouteLab, conn: SwitchConnection, spray: bool = True) -> RouteAgent:
+    return RouteAgent(lab.ns, "l1", lab.port_of_ifname, conn, spray, log=lambda _line: None)
+
+
+def test_sync_writes_routes_and_groups_that_read_back(setup) -> None:
+    lab, ctl, conn = setup
+    lab.ip("route", "add", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 2, 3))
+    lab.ip("route", "add", "10.2.0.0/16", "proto", "bgp", *lab.via(1, 2, 3))
+    lab.ip("route", "add", "10.3.3.0/24", *lab.via(3))
+    agent = make_agent(lab, conn)
+    diff = agent.sync()
+    routes = routes_on(ctl)
+    assert set(routes) == {"10.1.0.0/16", "10.2.0.0/16", "10.3.3.0/24"}
+    assert routes["10.1.0.0/16"] == routes["10.2.0.0/16"]  # one next-hop set, one group
+    groups = groups_on(ctl)
+    assert groups == {routes["10.1.0.0/16"]: {1, 2, 3}, routes["10.3.3.0/24"]: {3}}
+    assert members_on(ctl) == {1, 2, 3}
+    modes = {e.match["meta.group_id"]: (e.params["mode"], e.params["salt"])
+             for e in ctl.read(TableEntry(table=T_GROUP_MODE))}
+    assert set(modes.values()) == {(SPRAY_MODE_VALUE["spray"], hash_salt("l1"))}
+    # 3 members, 2 groups with their select and mode entries, 3 routes
+    assert (len(diff.inserts), len(diff.modifies), len(diff.deletes)) == (3 + 2 * 3 + 3, 0, 0)
+    assert len(agent.writes) == 1
+    assert agent.sync().writes == 0  # the second pass finds nothing to write
+    assert len(agent.writes) == 1
+
+
+def test_connected_and_unmapped_routes_get_no_entry(setup) -> None:
+    lab, ctl, conn = setup
+    lab.ip("route", "add", "10.4.0.0/16", "dev", "lo")
+    agent = make_agent(lab, conn, spray=False)
+    agent.sync()
+    assert routes_on(ctl) == {}
+    assert "no front-panel port behind lo" in agent.entries.skipped["10.4.0.0/16"]
+    assert "connected" in agent.entries.skipped["10.77.1.0/24"]
+
+
+def test_the_role_keeps_the_agent_out_of_other_tables(setup) -> None:
+    _lab, _ctl, conn = setup
+    with pytest.raises(P4RuntimeError, match="PERMISSION_DENIED"):
+        conn.insert(TableEntry(table=T_MY_STATION, action="NoAction",
+                               match={"hdr.ethernet.dst_addr": "00:00:00:00:00:01"}))
+
+
+def follow(agent: RouteAgent) -> tuple[threading.Event, threading.Thread]:
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    thread.start()
+    return stop, thread
+
+
+def settled(agent: RouteAgent, check: Callable[[], bool]) -> bool:
+    # gated on the switch's state; the bound only keeps a broken agent from hanging the test
+    return wait_until(check, timeout=30.0, interval=0.05)
+
+
+def test_following_changes_shrinks_groups_and_deletes_routes(setup) -> None:
+    lab, ctl, conn = setup
+    lab.ip("route", "add", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 2, 3))
+    lab.ip("route", "add", "10.2.0.0/16", "proto", "bgp", *lab.via(1, 2, 3))
+    agent = make_agent(lab, conn)
+    stop, thread = follow(agent)
+    try:
+        assert settled(agent, lambda: len(routes_on(ctl)) == 2)
+        gid = routes_on(ctl)["10.1.0.0/16"]
+        batches = len(agent.writes)
+        # port 2's next hop withdrawn from both routes (zebra replaces each route)
+        lab.ip("route", "replace", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 3))
+        lab.ip("route", "replace", "10.2.0.0/16", "proto", "bgp", *lab.via(1, 3))
+        assert settled(agent, lambda: groups_on(ctl) == {gid: {1, 3}})
+        assert routes_on(ctl) == {"10.1.0.0/16": gid, "10.2.0.0/16": gid}  # same group
+        assert members_on(ctl) == {1, 3}
+        shrink = agent.writes[batches:]
+        assert sum(b.inserts for b in shrink) == 0
+        assert sum(b.deletes for b in shrink) == 1  # port 2's member
+        lab.ip("route", "del", "10.2.0.0/16")
+        assert settled(agent, lambda: set(routes_on(ctl)) == {"10.1.0.0/16"})
+        assert agent.writes[-1].prefixes == ("10.2.0.0/16",)
+        lab.ip("route", "replace", "10.1.0.0/16", "proto", "bgp", *lab.via(2))
+        assert settled(agent, lambda: groups_on(ctl) == {gid: {2}} and members_on(ctl) == {2})
+        lab.ip("route", "del", "10.1.0.0/16")
+        assert settled(agent, lambda: not routes_on(ctl) and not groups_on(ctl)
+                       and not members_on(ctl))
+        assert agent.errors == []
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()

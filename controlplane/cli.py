@@ -5,6 +5,7 @@
         action=set_nhop dmac=00:00:00:00:00:02 port=2
     fabricctl --topology running.yaml --switch l1 --json table dump ipv4_lpm
     fabricctl --topology running.yaml tables          # every switch of the fabric
+    fabricctl --topology running.yaml --switch l1 routes   # kernel routes vs P4 entries
 
 In `table add|modify|delete`, ``key=value`` words before ``action=`` are match keys (a value
 of ``*`` is don't-care), words after it are action params; ``priority=N``, ``member=ID`` and
@@ -47,6 +48,8 @@ from controlplane.cli_diagnose import explain
 from controlplane.cli_fabric import add_parser as add_fabric_parser
 from controlplane.cli_fabric import cmd_fabric
 from controlplane.cli_format import render_table
+from controlplane.cli_routes import add_parser as add_routes_parser
+from controlplane.cli_routes import cmd_routes
 from controlplane.connection import SwitchConnection
 from controlplane.errors import ControlPlaneError
 from controlplane.roles import role_config
@@ -112,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("ecn", help="ECN marking and feedback-priority tables (fabric.p4)")
     sub.add_parser("int", help="INT watchlist, sink, transit and report tables (fabric.p4)")
     add_fabric_parser(sub)
+    add_routes_parser(sub)
     sh = sub.add_parser("shell", help="open p4runtime-shell on the switch")
     sh.add_argument("target", nargs="?", help="switch name (with --topology) or address")
     return p
@@ -214,7 +218,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
 COMMANDS = {"tables": cmd_tables, "table": cmd_table, "groups": cmd_groups,
             "counters": cmd_counters, "mcast": cmd_mcast, "ecn": cmd_concern,
             "int": cmd_concern,
-            "pipeline": cmd_pipeline}
+            "pipeline": cmd_pipeline, "routes": cmd_routes}
 
 
 def run(argv: list[str]) -> int:

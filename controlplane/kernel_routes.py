@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from controlplane.errors import ControlPlaneError
+
 RT_TABLE_MAIN = 254
 RTN_UNICAST = 1
 RTNH_F_DEAD = 1
@@ -39,7 +41,7 @@ PROTOCOL_NAMES = {0: "unspec", 1: "redirect", 2: "kernel", 3: "boot", 4: "static
                   186: "bgp", 187: "isis", 188: "ospf", 189: "rip", 192: "eigrp"}
 
 
-class KernelRouteError(Exception):
+class KernelRouteError(ControlPlaneError):
     """The namespace cannot be read (missing, no permission, netlink unavailable)."""
 
 

@@ -10,7 +10,10 @@ group of one, as the central plan's host ports are.
 Group ids are kept across changes: a port set keeps its group while some route still uses it,
 and a port set that takes over the routes of a set that vanished takes over its group id too,
 so a next hop withdrawn from every route through it is one group modify (the group shrinks),
-not a route rewrite per prefix.
+not a route rewrite per prefix. Real BMv2 cannot shrink a group in place: its PI fails a group
+MODIFY that removes a member with a watch port (UNKNOWN "Unexpected error in RPC handling",
+the group sometimes left changed, sometimes not), so with ``modify_groups=False`` a changed port
+set gets a new group (insert it, repoint the routes, delete the old one), never a modify.
 
 The agent writes under a P4Runtime role of its own (``ROUTE_AGENT_ROLE``): only the route,
 group and spray-mode tables and the selector, so a controller owning the rest of the pipeline
@@ -71,7 +74,7 @@ class RouteMapper:
 
     def __init__(self, switch: str, port_of_ifname: Mapping[str, int], spray: bool, *,
                  spray_mode: str = "spray", include_connected: bool = False,
-                 first_group: int = 1) -> None:
+                 first_group: int = 1, modify_groups: bool = True) -> None:
         mode = spray_mode if spray else "ecmp"
         if mode not in fp.SPRAY_MODE_VALUE:
             raise ValueError(f"spray mode {mode!r}: not one of "
@@ -81,6 +84,7 @@ class RouteMapper:
         self.mode = mode
         self.include_connected = include_connected
         self.first_group = first_group
+        self.modify_groups = modify_groups
         self.salt = fp.hash_salt(switch)
         self.groups: dict[tuple[int, ...], int] = {}
         self.routes: dict[str, int] = {}
@@ -127,7 +131,8 @@ class RouteMapper:
         for ports in sorted(sets - set(kept)):
             # the freed group most of this set's routes used before, if any
             before = Counter(self.routes.get(p) for p, s in wanted.items() if s == ports)
-            heir = [gid for gid, _ in before.most_common() if gid in freed]
+            heir = [gid for gid, _ in before.most_common()
+                    if gid in freed and self.modify_groups]
             if heir:
                 gid = heir[0]
                 freed.discard(gid)

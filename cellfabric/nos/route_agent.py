@@ -10,7 +10,10 @@ set it against a failure's injection and BFD's detection, and the prefixes it ch
 
 The connection is the caller's (a controlplane SwitchConnection, connected with
 ``role=ROUTE_AGENT_ROLE, role_config=route_agent_role_config()``, to a switch whose pipeline is
-already set).
+already set). On real BMv2 pass ``modify_groups=False`` (its PI cannot shrink a group whose
+members watch ports: controlplane.route_entries), and give the agent's connection the highest
+election id once the controller has written the rest: BMv2's PI arbitrates all roles as one,
+so only one client of a switch may write at a time.
 """
 
 from __future__ import annotations
@@ -53,13 +56,14 @@ class WriteBatch:
 class RouteAgent:
     def __init__(self, netns: str | None, switch: str, port_of_ifname: Mapping[str, int],
                  connection, spray: bool, *, spray_mode: str = "spray",
-                 include_connected: bool = False, settle_s: float = 0.005,
-                 log: Callable[[str], None] = print) -> None:
+                 include_connected: bool = False, modify_groups: bool = True,
+                 settle_s: float = 0.005, log: Callable[[str], None] = print) -> None:
         self.netns = netns
         self.switch = switch
         self.conn = connection
         self.mapper = RouteMapper(switch, port_of_ifname, spray, spray_mode=spray_mode,
-                                  include_connected=include_connected)
+                                  include_connected=include_connected,
+                                  modify_groups=modify_groups)
         self.settle_s = settle_s  # how long a burst of notifications may take to arrive
         self.log = log
         self.writes: list[WriteBatch] = []

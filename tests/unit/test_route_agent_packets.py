@@ -22,7 +22,7 @@ from p4sim.switch.dataplane import DataPlane
 from p4sim.switch.p4runtime import serve
 
 sys.path.insert(0, str(Path(__file__).parent / "nos_fixtures"))
-from route_lab import RouteLab, needs_root, route_lab
+from route_lab import needs_root, route_lab
 
 pytestmark = needs_root
 ROOT = Path(__file__).resolve().parents[2]

@@ -230,7 +230,9 @@ def diff_switch(name: str, desired: dict[Identity, p4runtime_pb2.Entity],
         have = actual.get(ident)
         if have is None:
             diff.inserts.append(proto)
-        elif _normalize(have) != _normalize(proto):
+        elif have != proto and _normalize(have) != _normalize(proto):
+            # (an equal message needs no normalizing: the route agent's diffs against what it
+            # wrote last are mostly that)
             diff.modifies.append(proto)
     diff.deletes = [proto for ident, proto in actual.items() if ident not in desired]
     order = {k: i for i, k in enumerate(_KIND_ORDER)}

@@ -51,6 +51,7 @@ class WriteBatch:
     modifies: int
     deletes: int
     prefixes: tuple[str, ...]  # the kernel routes that changed since the previous batch
+    seen: float | None = None  # time.monotonic() the burst's first notification arrived
 
 
 class RouteAgent:
@@ -81,7 +82,7 @@ class RouteAgent:
             self._installed = None
             return self._program(table)
 
-    def _program(self, table: dict[str, KernelRoute]) -> SwitchDiff:
+    def _program(self, table: dict[str, KernelRoute], seen: float | None = None) -> SwitchDiff:
         changed = _changed_prefixes(self.table, table)
         entries = self.mapper.map(table)
         desired = desired_protos(self.conn, entries.entities)
@@ -97,13 +98,14 @@ class RouteAgent:
         self.table, self.entries = dict(table), entries
         if diff.writes:
             self.writes.append(WriteBatch(time.time(), time.monotonic(), len(diff.inserts),
-                                          len(diff.modifies), len(diff.deletes), changed))
+                                          len(diff.modifies), len(diff.deletes), changed,
+                                          seen))
         return diff
 
-    def _program_logged(self, table: dict[str, KernelRoute]) -> None:
+    def _program_logged(self, table: dict[str, KernelRoute], seen: float | None = None) -> None:
         try:
             with self._lock:
-                self._program(table)
+                self._program(table, seen)
         except ControlPlaneError as err:
             line = f"route agent {self.switch}: {err}"
             self.errors.append(line)
@@ -121,21 +123,25 @@ class RouteAgent:
             self._installed = None
             self._program_logged(dict(watch.table))
             while not stop.is_set():
-                if await self._burst(watch, poll_s):
-                    self._program_logged(dict(watch.table))
+                seen = await self._burst(watch, poll_s)
+                if seen is not None:
+                    self._program_logged(dict(watch.table), seen)
 
-    async def _burst(self, watch: KernelRouteWatch, poll_s: float) -> bool:
+    async def _burst(self, watch: KernelRouteWatch, poll_s: float) -> float | None:
         """Wait for changes, then take those that follow within ``settle_s`` of each other
-        (zebra installs a withdrawal's routes one message each); whether any came."""
+        (zebra installs a withdrawal's routes one message each); when the first arrived, or
+        None if none came."""
         first = await watch.changes(poll_s)
         if first == []:
-            return self._installed is None  # a failed pass is retried
+            # a failed pass is retried
+            return time.monotonic() if self._installed is None else None
+        seen = time.monotonic()
         # a table that never stops changing is still programmed now and then
         until = time.monotonic() + MAX_BURST_S
         while time.monotonic() < until:
             if await watch.changes(self.settle_s) == []:
                 break
-        return True
+        return seen
 
 
 def _changed_prefixes(before: Mapping[str, KernelRoute],

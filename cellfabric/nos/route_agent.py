@@ -68,7 +68,8 @@ class RouteAgent:
         self.settle_s = settle_s  # how long a burst of notifications may take to arrive
         self.log = log
         self.writes: list[WriteBatch] = []
-        self.errors: list[str] = []  # one line per failed pass
+        self.errors: list[str] = []  # one line per failure (a retry failing alike: no new line)
+        self.errors_cleared = 0  # errors before a pass that succeeded
         self.table: dict[str, KernelRoute] = {}  # the kernel table last programmed
         self.entries = RouteEntries()  # what that table became
         self._installed: Installed | None = None  # None: read the switch before the next diff
@@ -108,8 +109,11 @@ class RouteAgent:
                 self._program(table, seen)
         except ControlPlaneError as err:
             line = f"route agent {self.switch}: {err}"
-            self.errors.append(line)
-            self.log(line)
+            if not self.errors or self.errors[-1] != line:  # a pass retried every poll
+                self.errors.append(line)
+                self.log(line)
+        else:
+            self.errors_cleared = len(self.errors)
 
     # -- following the table ----------------------------------------------------------------------
     def run(self, stop: threading.Event, poll_s: float = 0.1) -> None:

@@ -123,3 +123,20 @@ def test_an_interface_going_down_dumps_the_table_again(nos: RouteLab) -> None:
     watch = asyncio.run(scenario())
     assert "10.2.0.0/24" not in watch.table
     assert watch.table["10.9.0.0/16"].nexthops == hops(nos, 1)
+
+
+def test_an_interface_made_after_the_dump_is_learnt_by_name(nos: RouteLab) -> None:
+    # the NOS may make a port's TAP after the agent started: its routes must name it
+    async def scenario() -> tuple[KernelRouteWatch, str]:
+        async with KernelRouteWatch(nos.ns) as watch:
+            late, _peer = nos.lab.veth("late", "latep", ns_a=nos.ns, ns_b=nos.ns)
+            nos.lab.addr(late, "10.78.0.1/24", ns=nos.ns)
+            nos.ip("route", "add", "10.79.0.0/16", "via", "10.78.0.2", "dev", late)
+            for _ in range(300):
+                if "10.79.0.0/16" in watch.table:
+                    break
+                await watch.changes(0.1)
+            return watch, late
+
+    watch, late = asyncio.run(scenario())
+    assert watch.table["10.79.0.0/16"].nexthops == {NextHop(late, "10.78.0.2")}

@@ -2,17 +2,23 @@
 real p4c-bm2-ss, a namespace's static multipath routes written, followed and read back, and
 `fabricctl routes` agreeing. BMv2's PI arbitrates every role as one (a role config is ignored,
 and the highest election id is the one primary): the agent gets the higher id, after the other
-writer has written, and its named reads and diffs leave that writer's entries alone."""
+writer has written, and its named reads and diffs leave that writer's entries alone. Frames
+sent into the switch's veths come out of the ports the agent's entries name."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
 import os
+import select
 import shutil
+import socket
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,12 +42,13 @@ from route_lab import route_lab  # noqa: E402
 AGENT_ROLE = {"role": ROUTE_AGENT_ROLE, "role_config": route_agent_role_config()}
 
 
-@pytest.fixture
-def bmv2(tmp_path: Path):
+@contextmanager
+def real_switch(tmp_path: Path, ports: dict[int, str]) -> Iterator[str]:
+    """simple_switch_grpc with fabric.p4 (compiled by p4c-bm2-ss) and ``ports``; its address."""
     json_path, p4info_path = compile_p4(Path(__file__).resolve().parents[2] / "p4src"
                                         / "fabric.p4", tmp_path / "build", "bmv2")
     addr = f"127.0.0.1:{free_port()}"
-    argv = switch_argv("bmv2", {}, addr, device_id=1, cpu_port=510,
+    argv = switch_argv("bmv2", ports, addr, device_id=1, cpu_port=510,
                        thrift_port=free_port())
     log = open(tmp_path / "switch.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
@@ -60,6 +67,12 @@ def bmv2(tmp_path: Path):
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture
+def bmv2(tmp_path: Path):
+    with real_switch(tmp_path, {}) as addr:
+        yield addr
 
 
 def test_agent_programs_and_follows_real_bmv2(bmv2: str, capsys) -> None:
@@ -114,3 +127,74 @@ def test_agent_programs_and_follows_real_bmv2(bmv2: str, capsys) -> None:
         view = json.loads(capsys.readouterr().out)
         assert view["flagged"] == 0
         assert [r["status"] for r in view["routes"] if r["prefix"] == "10.1.0.0/16"] == ["ok"]
+
+
+ROUTER_MAC = "02:00:00:00:00:01"
+
+
+def udp_frames(dst: str, flows: int) -> list[bytes]:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    return [bytes(Ether(dst=ROUTER_MAC, src="02:00:00:00:00:99")
+                  / IP(src="10.200.0.1", dst=dst, ttl=64) / UDP(sport=s, dport=5000)
+                  / bytes(32)) for s in range(1000, 1000 + flows)]
+
+
+def ports_reached(sockets: dict[int, socket.socket], out: socket.socket, dst: str,
+                  flows: int = 16) -> set[int]:
+    """Send ``flows`` UDP flows to ``dst`` into the switch; the ports they came out of (every
+    frame is waited for, so a dropped one only costs the bound)."""
+    target = socket.inet_aton(dst)
+    for frame in udp_frames(dst, flows):
+        out.send(frame)
+    seen: dict[int, int] = {}
+    end = time.monotonic() + 20.0
+    while sum(seen.values()) < flows and time.monotonic() < end:
+        ready, _, _ = select.select(list(sockets.values()), [], [], 0.2)
+        for sock in ready:
+            frame = sock.recv(2048)
+            if len(frame) >= 34 and frame[12:14] == b"\x08\x00" and frame[30:34] == target:
+                port = next(p for p, s in sockets.items() if s is sock)
+                seen[port] = seen.get(port, 0) + 1
+    return set(seen)
+
+
+def test_packets_follow_the_agent_on_real_bmv2(tmp_path: Path) -> None:
+    from netlab.capture import size_capture_ring_for_mtu
+    from netlab.hosts import NetLab
+
+    with NetLab(prefix="cfrw") as wires, route_lab() as lab:
+        peers = {p: wires.veth(f"s{p}", f"h{p}") for p in (1, 2, 3, 9)}
+        for sw_side, host_side in peers.values():
+            size_capture_ring_for_mtu(sw_side)
+            size_capture_ring_for_mtu(host_side)
+        sockets = {}
+        for p, (_sw, host_side) in peers.items():
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+            sock.bind((host_side, 0))
+            sockets[p] = sock
+        try:
+            with real_switch(tmp_path, {p: sw for p, (sw, _h) in peers.items()}) as addr, \
+                    SwitchConnection(addr, 1, (0, 1), reconnect=False) as ctl:
+                ctl.insert(TableEntry(table=T_MY_STATION, action="NoAction",
+                                      match={"hdr.ethernet.dst_addr": ROUTER_MAC}))
+                lab.ip("route", "add", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 3))
+                conn = SwitchConnection(addr, 1, (0, 2), reconnect=False, **AGENT_ROLE).connect()
+                agent = RouteAgent(lab.ns, "l1", lab.port_of_ifname, conn, False,
+                                   modify_groups=False, log=lambda _l: None)
+                try:
+                    out = sockets.pop(9)
+                    agent.sync()
+                    assert ports_reached(sockets, out, "10.1.2.3") == {1, 3}
+                    lab.ip("route", "replace", "10.1.0.0/16", "proto", "bgp", *lab.via(3))
+                    lab.ip("route", "add", "10.1.5.0/24", "proto", "bgp", *lab.via(2))
+                    agent.sync()
+                    assert ports_reached(sockets, out, "10.1.2.3") == {3}
+                    assert ports_reached(sockets, out, "10.1.5.7") == {2}
+                    sockets[9] = out
+                finally:
+                    conn.close()
+        finally:
+            for sock in sockets.values():
+                sock.close()

@@ -55,6 +55,12 @@ class WriteBatch:
 
 
 class RouteAgent:
+    """One switch's agent. ``netns``: the namespace whose table main it follows (None: this
+    one); ``switch``: the switch's name (its hash salt); ``port_of_ifname``: the namespace's
+    port interfaces (TAPs) -> front-panel ports; ``connection``: a connected SwitchConnection;
+    ``spray``: the run sprays (groups get ``spray_mode``, else ecmp). The rest: see
+    controlplane.route_entries.RouteMapper."""
+
     def __init__(self, netns: str | None, switch: str, port_of_ifname: Mapping[str, int],
                  connection, spray: bool, *, spray_mode: str = "spray",
                  include_connected: bool = False, modify_groups: bool = True,
@@ -118,8 +124,8 @@ class RouteAgent:
     # -- following the table ----------------------------------------------------------------------
     def run(self, stop: threading.Event, poll_s: float = 0.1) -> None:
         """Program the table, then follow it until ``stop`` is set (checked every ``poll_s``).
-        A pass that fails to write is logged and retried at the next change (from a fresh
-        read of the switch)."""
+        A pass that fails to write is logged once and retried every ``poll_s`` from a fresh
+        read of the switch. A namespace that cannot be read raises KernelRouteError."""
         asyncio.run(self._follow(stop, poll_s))
 
     async def _follow(self, stop: threading.Event, poll_s: float) -> None:

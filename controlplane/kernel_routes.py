@@ -36,9 +36,11 @@ AF_INET = 2
 IFF_UP = 1
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/var/run/netns"  # where `ip netns add` names namespaces
-# /etc/iproute2/rt_protos (the numbers FRR's zebra and the kernel use)
+# iproute2's rt_protos and FRR's rt_protos.d/frr.conf (one number per FRR daemon)
 PROTOCOL_NAMES = {0: "unspec", 1: "redirect", 2: "kernel", 3: "boot", 4: "static",
-                  186: "bgp", 187: "isis", 188: "ospf", 189: "rip", 192: "eigrp"}
+                  11: "zebra", 12: "bird", 42: "babel", 186: "bgp", 187: "isis", 188: "ospf",
+                  189: "rip", 190: "ripng", 191: "nhrp", 192: "eigrp", 193: "ldp",
+                  194: "sharp", 195: "pbr", 196: "frr-static", 197: "openfabric"}
 
 
 class KernelRouteError(ControlPlaneError):

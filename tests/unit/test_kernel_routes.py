@@ -1,5 +1,6 @@
 """Reading and following a namespace's forwarding table over netlink: static multipath routes,
-nexthop objects, routes marked proto bgp, and changes seen in the order they were made."""
+nexthop objects, routes marked proto bgp, routes FRR's zebra installs, and changes seen in the
+order they were made."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.connection import wait_until
 from controlplane.kernel_routes import (
     KernelRouteError,
     KernelRouteWatch,
@@ -18,7 +20,7 @@ from controlplane.kernel_routes import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent / "nos_fixtures"))
-from route_lab import RouteLab, needs_root, route_lab
+from route_lab import RouteLab, frr_static, needs_frr, needs_root, route_lab
 
 pytestmark = needs_root
 
@@ -140,3 +142,27 @@ def test_an_interface_made_after_the_dump_is_learnt_by_name(nos: RouteLab) -> No
 
     watch, late = asyncio.run(scenario())
     assert watch.table["10.79.0.0/16"].nexthops == {NextHop(late, "10.78.0.2")}
+
+
+@needs_frr
+def test_routes_frr_installs_are_read_and_followed(nos: RouteLab) -> None:
+    # zebra installs ECMP routes as kernel nexthop objects (nhid): read through compat mode
+    config = (f"ip route 10.50.0.0/16 {nos.gateway(1)}\nip route 10.50.0.0/16 {nos.gateway(2)}\n"
+              f"ip route 10.60.0.0/16 {nos.gateway(3)}\n")
+    with frr_static(nos, config) as vty:
+        assert wait_until(lambda: "10.60.0.0/16" in read_routes(nos.ns)
+                          and len(read_routes(nos.ns)["10.50.0.0/16"].nexthops) == 2, 30.0)
+        table = read_routes(nos.ns)
+        assert table["10.50.0.0/16"].nexthops == hops(nos, 1, 2)
+        assert table["10.50.0.0/16"].protocol == "frr-static"
+
+        async def scenario() -> list[RouteChange]:
+            async with KernelRouteWatch(nos.ns) as watch:
+                vty(f"no ip route 10.50.0.0/16 {nos.gateway(2)}")
+                first = await _follow(watch, 1)
+                vty(f"no ip route 10.60.0.0/16 {nos.gateway(3)}")
+                return first + await _follow(watch, 1)
+
+        changes = asyncio.run(scenario())
+    assert [(c.prefix, c.route.nexthops if c.route else None) for c in changes] == [
+        ("10.50.0.0/16", hops(nos, 1)), ("10.60.0.0/16", None)]

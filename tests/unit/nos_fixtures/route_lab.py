@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +56,37 @@ def route_lab(ports: tuple[int, ...] = (1, 2, 3)) -> Iterator[RouteLab]:
             lab.addr(inside, f"10.77.{port}.1/24", ns=ns)
             port_of[inside] = port
         yield RouteLab(lab, ns, port_of)
+
+
+FRR_DAEMONS = Path("/usr/lib/frr")
+needs_frr = pytest.mark.skipif(not (FRR_DAEMONS / "zebra").exists()
+                               or shutil.which("vtysh") is None,
+                               reason="FRR (Debian's frr: zebra, staticd, vtysh) not installed")
+
+
+@contextmanager
+def frr_static(lab: RouteLab, static_config: str) -> Iterator[Callable[..., None]]:
+    """zebra and staticd in ``lab``'s namespace with ``static_config`` (their own config, pid
+    and vty folder, which the frr user can reach); yields ``vty(*config_lines)``, which
+    applies config lines with vtysh. The daemons are the lab's processes: stopped with it."""
+    work = Path(tempfile.mkdtemp(prefix="cfra-frr-"))
+    try:
+        work.chmod(0o777)  # the daemons drop to the frr user
+        (work / "zebra.conf").write_text("hostname cfra\n")
+        (work / "staticd.conf").write_text(static_config)
+        for daemon in ("zebra", "staticd"):
+            lab.lab.popen(lab.ns, [str(FRR_DAEMONS / daemon), "-f", str(work / f"{daemon}.conf"),
+                                   "-i", str(work / f"{daemon}.pid"), "-z", str(work / "zserv.api"),
+                                   "--vty_socket", str(work), "-u", "frr", "-g", "frr"],
+                          name=daemon, log=work / f"{daemon}.log")
+
+        def vty(*lines: str) -> None:
+            argv = ["vtysh", "--vty_socket", str(work), "-c", "configure terminal"]
+            for line in lines:
+                argv += ["-c", line]
+            proc = subprocess.run(argv, capture_output=True, text=True)
+            assert proc.returncode == 0, f"vtysh: {proc.stdout.strip()} {proc.stderr.strip()}"
+
+        yield vty
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

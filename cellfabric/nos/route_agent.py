@@ -11,7 +11,8 @@ set it against a failure's injection and BFD's detection, and the prefixes it ch
 The connection is the caller's (a controlplane SwitchConnection, connected with
 ``role=ROUTE_AGENT_ROLE, role_config=route_agent_role_config()``, to a switch whose pipeline is
 already set). On real BMv2 pass ``modify_groups=False`` (its PI cannot shrink a group whose
-members watch ports: controlplane.route_entries), and give the agent's connection the highest
+members watch ports: controlplane.route_entries; an agent that finds out by the switch's
+error switches to it by itself), and give the agent's connection the highest
 election id once the controller has written the rest: BMv2's PI arbitrates all roles as one,
 so only one client of a switch may write at a time.
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
 
-from controlplane.errors import ControlPlaneError
+from controlplane.errors import ControlPlaneError, P4RuntimeError
 from controlplane.fabric_controller import (
     SwitchDiff,
     apply_diff,
@@ -98,8 +99,13 @@ class RouteAgent:
         diff = diff_switch(self.switch, desired, self._installed)
         try:
             apply_diff(self.conn, diff)
-        except ControlPlaneError:
+        except P4RuntimeError as err:
             self._installed = None  # part may have been written: read back before the next
+            if not self._cannot_modify_groups(err, diff):
+                raise
+            return self._program(table, seen)
+        except ControlPlaneError:
+            self._installed = None
             raise
         self._installed = desired
         self.table, self.entries = dict(table), entries
@@ -108,6 +114,25 @@ class RouteAgent:
                                           len(diff.modifies), len(diff.deletes), changed,
                                           seen))
         return diff
+
+    def _cannot_modify_groups(self, err: P4RuntimeError, diff: SwitchDiff) -> bool:
+        """Real BMv2 fails a group modify that drops a watched member with UNKNOWN (and may
+        or may not have applied it): from then on a changed port set gets a new group, and
+        the group ids kept are the switch's own (controlplane.route_entries)."""
+        modified_group = any(e.WhichOneof("entity") == "action_profile_group"
+                             for e in diff.modifies)
+        if err.code != "UNKNOWN" or not modified_group or not self.mapper.modify_groups:
+            return False
+        self.log(f"route agent {self.switch}: the switch cannot shrink a group in place "
+                 f"({err}); changed next-hop sets get new groups from now on")
+        self.mapper.modify_groups = False
+        actual = read_actual(self.conn, route_agent_reads())
+        self.mapper.groups = {
+            tuple(sorted(m.member_id for m in e.action_profile_group.members)):
+            e.action_profile_group.group_id
+            for e in actual.values() if e.WhichOneof("entity") == "action_profile_group"}
+        self._installed = actual
+        return True
 
     def _program_logged(self, table: dict[str, KernelRoute], seen: float | None = None) -> None:
         try:

@@ -96,8 +96,10 @@ def test_agent_programs_and_follows_real_bmv2(bmv2: str, capsys) -> None:
             return {g.group_id: {m.member_id for m in g.members}
                     for g in ctl.read(ActionProfileGroup(profile=P_SELECTOR))}
 
-        agent = RouteAgent(lab.ns, "l1", lab.port_of_ifname, conn, True, modify_groups=False,
-                           log=lambda _l: None)
+        # left to find out that BMv2 cannot shrink a group in place (see the packet test
+        # for modify_groups=False given up front)
+        said: list[str] = []
+        agent = RouteAgent(lab.ns, "l1", lab.port_of_ifname, conn, True, log=said.append)
         stop = threading.Event()
         thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
         thread.start()
@@ -107,11 +109,12 @@ def test_agent_programs_and_follows_real_bmv2(bmv2: str, capsys) -> None:
             gid = routes()["10.1.0.0/16"]
             assert groups()[gid] == {1, 2, 3}
             lab.ip("route", "replace", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 3))
-            # a new group for the shrunk set, the old one gone
+            # the shrunk set in a group of its own (BMv2 applied the failed modify or not),
+            # no group left over
             assert wait_until(lambda: sorted(map(sorted, groups().values())) == [[1, 3], [3]]
                               or agent.errors, 30.0)
             assert agent.errors == []
-            assert routes()["10.1.0.0/16"] != gid
+            assert any("cannot shrink a group in place" in line for line in said)
             assert groups()[routes()["10.1.0.0/16"]] == {1, 3}
             lab.ip("route", "del", "10.2.0.0/16")
             assert wait_until(lambda: set(routes()) == {"10.1.0.0/16"}, 30.0)

@@ -193,3 +193,49 @@ def test_a_switch_without_pipeline_is_one_error_then_programmed(fabric_build,
         finally:
             stop.set()
             thread.join(timeout=30)
+
+
+class ShrinkRefusingConnection:
+    """A connection that fails group modifies as real BMv2's PI does (UNKNOWN), having
+    applied the modify or not (BMv2 does either)."""
+
+    def __init__(self, conn: SwitchConnection, applies: bool) -> None:
+        self.conn, self.applies = conn, applies
+        self.refused = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.conn, name)
+
+    def write_protos(self, updates, *args, **kwargs) -> None:
+        updates = list(updates)
+        if any(u.type == u.MODIFY and u.entity.WhichOneof("entity") == "action_profile_group"
+               for u in updates):
+            self.refused += 1
+            if self.applies:
+                self.conn.write_protos(updates, *args, **kwargs)
+            raise P4RuntimeError("Write", "UNKNOWN", "Unexpected error in RPC handling")
+        self.conn.write_protos(updates, *args, **kwargs)
+
+
+@pytest.mark.parametrize("applies", [True, False], ids=["modify-applied", "modify-not-applied"])
+def test_a_switch_that_cannot_shrink_groups_gets_new_ones(setup, applies: bool) -> None:
+    lab, ctl, conn = setup
+    lab.ip("route", "add", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 2, 3))
+    lab.ip("route", "add", "10.2.0.0/16", "proto", "bgp", *lab.via(3))
+    refusing = ShrinkRefusingConnection(conn, applies)
+    said: list[str] = []
+    agent = RouteAgent(lab.ns, "l1", lab.port_of_ifname, refusing, True, log=said.append)
+    agent.sync()
+    lab.ip("route", "replace", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 3))
+    agent.sync()
+    assert refusing.refused == 1 and agent.errors == []
+    assert any("cannot shrink a group in place" in line for line in said)
+    groups, routes = groups_on(ctl), routes_on(ctl)
+    assert groups[routes["10.1.0.0/16"]] == {1, 3} and groups[routes["10.2.0.0/16"]] == {3}
+    assert len(groups) == 2 and members_on(ctl) == {1, 3}
+    # from now on no group is modified
+    lab.ip("route", "replace", "10.1.0.0/16", "proto", "bgp", *lab.via(1))
+    third = agent.sync()
+    assert all(e.WhichOneof("entity") != "action_profile_group" for e in third.modifies)
+    assert refusing.refused == 1 and agent.errors == []
+    assert groups_on(ctl)[routes_on(ctl)["10.1.0.0/16"]] == {1}

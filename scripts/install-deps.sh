@@ -17,6 +17,7 @@ PACKAGES=(
   chromium         # headless browser: tests/sim/test_sim_report_html.py opens report.html
   gcc              # p4sim's native data plane builds its generated C (absent: Python path)
   libc6-dev        # the C library's headers for it
+  frr              # --routing bgp: zebra, bgpd, bfdd per switch namespace (our own instances)
 )
 
 missing=()
@@ -46,3 +47,9 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# Debian's frr package enables its system-wide service; cellfabric runs its own instances per
+# switch namespace (each with its own pid, vty and config folders), so the service stays off.
+if [[ " ${missing[*]} " == *" frr "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now frr.service >/dev/null 2>&1 || true
+fi

@@ -206,7 +206,8 @@ struct metadata_t {
     bit<16> cell_payload_len;  /* bytes after the BTH, before the ICRC, INT excluded */
     bit<8>  drop_reason;       /* DROP_*; non-zero drops the packet at the end of ingress */
     bit<8>  ip_proto;
-    bit<1>  punted;            /* sent to the CPU port by the ACL */
+    bit<1>  punted;            /* sent to the CPU port by the ACL or local_punt */
+    ipv4_addr_t local_addr;    /* IPv4 destination, or an ARP's target: local_punt's key */
     /* routing */
     bit<1>  routed;
     bit<16> group_id;

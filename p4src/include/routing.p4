@@ -38,6 +38,17 @@ control Forwarding(inout headers_t hdr,
         size = 256;
     }
 
+    /* ---- the switch's own addresses: with a network OS on the switch (--routing bgp), the
+     * control plane lists its link addresses here, and every IPv4 packet and ARP addressed to
+     * one of them (BGP, BFD, ICMP, ARP) goes to the CPU port for it. Empty under central
+     * routing, which it therefore leaves unchanged. ---- */
+    table local_punt {
+        key = { meta.local_addr : exact; }
+        actions = { punt_to_cpu; NoAction; }
+        default_action = NoAction();
+        size = 256;
+    }
+
     /* ---- ARP: answer requests for a gateway address, bridge everything else ---- */
     action arp_reply(mac_addr_t gateway_mac) {
         ipv4_addr_t asked = hdr.arp.tpa;
@@ -114,6 +125,15 @@ control Forwarding(inout headers_t hdr,
     apply {
         bit<1> bridge = 0;
         acl.apply();
+        if (meta.punted == 0 && meta.drop_reason == DROP_NONE
+                && (hdr.arp.isValid() || hdr.ipv4.isValid())) {
+            if (hdr.arp.isValid()) {
+                meta.local_addr = hdr.arp.tpa;
+            } else {
+                meta.local_addr = hdr.ipv4.dst_addr;
+            }
+            local_punt.apply();
+        }
         if (meta.punted == 0 && meta.drop_reason == DROP_NONE) {
             if (hdr.arp.isValid()) {
                 bridge = 1;

@@ -1,0 +1,116 @@
+"""BGP and BFD in band: two fabric.p4 switches (p4sim, or real BMv2 with CELLFABRIC_TARGET=bmv2)
+joined by one veth pair, each with FRR in its own namespace and a relay (cellfabric.nos.relay)
+between its CPU port and its namespace's TAP. The session between them can only come up over
+the data plane: punted by local_punt, relayed as PacketIn, answered as PacketOut. Taking the
+veth down breaks it: BFD detects it and the session drops. Waits are on FRR's reported state."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cellfabric.nos.frr import FrrInstance, frr_available
+from cellfabric.nos.frr_config import routing_plan
+from cellfabric.nos.namespace import SwitchNamespace, TapPort
+from cellfabric.nos.relay import RELAY_ROLE, PacketRelay, RelayPort, relay_role_config
+from controlplane.connection import SwitchConnection
+from netlab.hosts import NetLab, free_port, tcp_accepts
+from netlab.targets import compile_p4, resolve_target, switch_argv
+from topologies.generators import generate
+from topologies.model import router_mac
+
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root"),
+              pytest.mark.skipif(not frr_available(), reason="FRR not installed (make setup)")]
+ROOT = Path(__file__).resolve().parents[2]
+CPU_PORT = 510
+WAIT_S = 90.0
+
+
+def _until(what: str, check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {WAIT_S:.0f} s: {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def two_switches(tmp_path: Path) -> Iterator[dict]:
+    target = resolve_target(os.environ.get("CELLFABRIC_TARGET"))
+    json_path, p4info = compile_p4(ROOT / "p4src" / "fabric.p4", tmp_path / "build",
+                                   target=target)
+    topo = generate("leaf-spine:leaves=1,spines=1,hosts=1")
+    plan = routing_plan(topo)
+    (link,) = [lk for lk in topo.links if lk.b in topo.switches]
+    run_id = f"cfi{os.getpid() % 100000}"
+    conns: list[SwitchConnection] = []
+    relays: list[PacketRelay] = []
+    frrs: dict[str, FrrInstance] = {}
+    namespaces: list[SwitchNamespace] = []
+    with NetLab(prefix="cfb") as lab:
+        veth = dict(zip((link.a, link.b), lab.veth("a", "b"), strict=True))
+        try:
+            for name, routing in plan.items():
+                grpc_port = free_port()
+                port = routing.sessions[0].port
+                lab.popen(None, switch_argv(target, {port: veth[name]}, f"127.0.0.1:{grpc_port}",
+                                            cpu_port=CPU_PORT, json=json_path),
+                          name=name, log=tmp_path / f"{name}.log")
+                _until(f"{name} serves P4Runtime", lambda p=grpc_port: tcp_accepts(p))
+                # the pipeline, pushed in the default role as the controller would
+                ctl = SwitchConnection(f"127.0.0.1:{grpc_port}", name=name, reconnect=False)
+                conns.append(ctl.connect())
+                ctl.set_pipeline(p4info, json_path)
+                relay_conn = SwitchConnection(f"127.0.0.1:{grpc_port}", name=name,
+                                              reconnect=False, role=RELAY_ROLE,
+                                              role_config=relay_role_config())
+                conns.append(relay_conn.connect())
+                mac = router_mac(topo.switches[name].device_id)
+                taps = [TapPort(s.port, s.interface, f"{s.local_ip}/31", mac)
+                        for s in routing.sessions]
+                ns = SwitchNamespace(run_id, name, taps)
+                ns.create()
+                namespaces.append(ns)
+                relay = PacketRelay(relay_conn, ns.name, [RelayPort(s.port, s.interface,
+                                                                    s.local_ip)
+                                                          for s in routing.sessions])
+                relay.start()
+                relays.append(relay)
+                frrs[name] = FrrInstance(ns.name, routing, tmp_path / "frr" / name)
+                frrs[name].start()
+            yield {"lab": lab, "veth": veth, "frrs": frrs, "plan": plan, "relays": relays,
+                   "link": link}
+        finally:
+            for inst in frrs.values():
+                inst.stop()
+            for relay in relays:
+                relay.stop()
+            for conn in conns:
+                conn.close()
+            for ns in namespaces:
+                ns.remove()
+
+
+def test_bgp_session_over_the_data_plane_breaks_with_the_link(two_switches) -> None:
+    frrs, plan, link = two_switches["frrs"], two_switches["plan"], two_switches["link"]
+    a, b = link.a, link.b
+    a_peer = plan[a].sessions[0].peer_ip
+    b_peer = plan[b].sessions[0].peer_ip
+    _until(f"{a} established with {b}", lambda: frrs[a].established_peers() == {a_peer})
+    _until(f"{b} established with {a}", lambda: frrs[b].established_peers() == {b_peer})
+    _until("BFD up on both ends", lambda: frrs[a].bfd_peers_up() == {a_peer}
+           and frrs[b].bfd_peers_up() == {b_peer})
+    # the leaf's host prefix crossed the session
+    _until(f"{b} learned {a}'s host", lambda: "10.0.1.1/32" in frrs[b].bgp_routes())
+    relays = two_switches["relays"]
+    assert all(r.to_tap and r.from_tap for r in relays)  # both ways, through the switch
+    assert all(r.unknown_port == 0 for r in relays)
+
+    two_switches["lab"].set_link(two_switches["veth"][a], up=False)
+    _until(f"BFD on {b} detects the link down", lambda: frrs[b].bfd_peers_up() == set())
+    _until(f"{b} drops the session", lambda: frrs[b].established_peers() == set())
+    _until(f"{b} withdraws {a}'s host", lambda: "10.0.1.1/32" not in frrs[b].bgp_routes())

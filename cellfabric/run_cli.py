@@ -140,6 +140,10 @@ def run_main(argv: list[str]) -> int:
                     help="P4Runtime over mutual TLS: a CA made for the run in RUN/pki signs "
                          "every switch's certificate and the controller's; a client without "
                          "one cannot connect")
+    ap.add_argument("--routing", choices=("central", "bgp"), default="central",
+                    help="central: the controller computes and writes every route (default); "
+                         "bgp: FRR (BGP+BFD) on every switch, in band over its CPU port, and "
+                         "a route agent per switch writes what it learns")
     ap.add_argument("--trace-sample", type=int, default=0, metavar="N",
                     help="trace 1 packet in N at every switch to RESULTS/traces/ (real BMv2 "
                          "cannot sample: it logs every packet, which slows it) "
@@ -157,7 +161,7 @@ def run_main(argv: list[str]) -> int:
         cfg = RunConfig(topo=topo, target=target, workload=workload, cc=topo.fabric.cc,
                         run_dir=run_dir, events=events, pcap=args.pcap,
                         switch_log=args.switch_log, secure=args.secure,
-                        step_timeout_s=args.step_timeout,
+                        step_timeout_s=args.step_timeout, routing=args.routing,
                         credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled))
         metrics, path = execute(cfg)
     except (TopologyError, WorkloadError, ToolchainError, ValueError, RunError,
@@ -180,6 +184,10 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--results", default="results")
     ap.add_argument("--secure", action="store_true",
                     help="P4Runtime over mutual TLS from a CA made in RUN/pki (as `run`)")
+    ap.add_argument("--routing", choices=("central", "bgp"), default="central",
+                    help="as `run`. With bgp, each switch's FRR answers vtysh in the "
+                         "switch's namespace: `ip netns exec RUN-SWITCH vtysh --vty_socket "
+                         "DIR` (the exact line per switch is printed before the CLI opens)")
     args = ap.parse_args(argv)
     try:
         from mininet.cli import CLI
@@ -190,6 +198,7 @@ def cli_main(argv: list[str]) -> int:
         topo = resolve_topology(args.topology)
         cfg = RunConfig(topo=topo, target=resolve_target(args.target),
                         workload=Workload("none", ()), cc=topo.fabric.cc, secure=args.secure,
+                        routing=args.routing,
                         run_dir=Path(args.results) / time.strftime(f"cli-%Y%m%d-%H%M%S-{topo.name}"))
         run = FabricRun(cfg)
         old_term = signal.signal(signal.SIGTERM,
@@ -205,6 +214,11 @@ def cli_main(argv: list[str]) -> int:
                       f"{run.fnet.switch(first.name).grpc_addr},{first.device_id} "
                       f"{run.pki.fabricctl_args()} --election-id 0,0 tables (a backup: "
                       "the controller holds 0,1)")
+            if run.nos is not None:
+                print("FRR per switch (vtysh in its namespace; e.g. show bgp summary, "
+                      "show bfd peers, show ip route):")
+                for name, hint in run.nos.summary()["vtysh"].items():
+                    print(f"  {name}: {hint}")
             CLI(run.fnet.net)
         finally:
             run.tear_down()

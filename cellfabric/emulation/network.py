@@ -36,6 +36,7 @@ class FabricNet:
     thrift_base: int = THRIFT_BASE
     net: Mininet | None = None
     pki: RunPki | None = None  # --secure: every switch serves mutual TLS with this run's CA
+    cpu_port: int | None = None  # --routing bgp: packet I/O for the switch's own network OS
 
     def __post_init__(self) -> None:
         # Several fabrics may run on one machine (a user's and a test's): when the usual
@@ -62,7 +63,7 @@ class FabricNet:
                 device_id=sw.device_id, grpc_port=self.grpc_base + sw.device_id,
                 thrift_port=self.thrift_base + sw.device_id, json_path=self.json_path,
                 priority_queues=self.priority_queues, log_dir=log_dir,
-                switch_log=self.switch_log,
+                switch_log=self.switch_log, cpu_port=self.cpu_port,
                 tls_args=self.pki.switch_args(sw.name) if self.pki else None,
                 pcap_dir=str(self.run_dir / "pcap" / sw.name) if self.pcap else None,
             )

@@ -31,7 +31,13 @@ from cellfabric.core.hostplan import (
     read_metrics,
     start_together,
 )
-from cellfabric.core.report import RunMetrics, format_summary, link_accounting, write_report
+from cellfabric.core.report import (
+    RunMetrics,
+    format_summary,
+    link_accounting,
+    summarize,
+    write_report,
+)
 from cellfabric.core.validity import (
     loss_problems,
     over_rate_problems,
@@ -49,6 +55,9 @@ from controlplane.fabric_plan import QueuePlan
 from netlab.hosts import stop_process
 from netlab.targets import compile_p4
 from topologies.model import Topology
+
+# fabric.p4's default CPU_PORT (p4src/include/defines.p4): the switch's --cpu-port under bgp
+CPU_PORT = 510
 
 
 class RunError(RuntimeError):
@@ -69,6 +78,7 @@ class RunConfig:
     progress: bool = True
     credit_unscheduled: int | None = None  # --credit-unscheduled (None: auto)
     secure: bool = False  # --secure: mutual TLS on every switch's P4Runtime (RUN/pki)
+    routing: str = "central"  # --routing: central (the controller) or bgp (FRR per switch)
 
 
 def _say(msg: str) -> None:
@@ -99,6 +109,8 @@ class FabricRun:
         self._qp = 1  # the next flow's queue pair number (unique over the whole workload)
         self.out = cfg.run_dir / "hosts"
         self.pki: RunPki | None = None
+        self.nos: Any = None  # cellfabric.nos.fabric_nos.FabricNos under --routing bgp
+        self.bgp: dict[str, Any] = {}
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -111,7 +123,8 @@ class FabricRun:
         secured = f" (P4Runtime over mutual TLS, CA in {cfg.run_dir / 'pki'})" if self.pki else ""
         _say(f"[2/5] starting {len(topo.switches)} switches and {len(topo.hosts)} hosts{secured}")
         self.fnet = FabricNet(topo, cfg.target, None, cfg.run_dir, pcap=cfg.pcap,
-                              switch_log=cfg.switch_log, pki=self.pki)
+                              switch_log=cfg.switch_log, pki=self.pki,
+                              cpu_port=CPU_PORT if cfg.routing == "bgp" else None)
         self.fnet.build()
         dead = self.fnet.start()
         if dead:
@@ -136,6 +149,34 @@ class FabricRun:
         diffs = self.controller.up()
         total = sum(d.writes for d in diffs.values())
         _say(f"      {total} entities written to {len(diffs)} switches")
+        if cfg.routing == "bgp":
+            self._start_bgp()
+
+    def _start_bgp(self) -> None:
+        """FRR, relays and route agents on every switch, then wait for BGP to converge."""
+        from cellfabric.nos.fabric_nos import FabricNos
+        from cellfabric.nos.frr import FrrError
+        from cellfabric.nos.namespace import NamespaceError
+
+        assert self.fnet is not None and self.controller is not None
+        cfg, topo = self.cfg, self.topo
+        _say("      --routing bgp: FRR (zebra, bfdd, bgpd) in a namespace per switch, "
+             "in band over each switch's CPU port")
+        self.nos = FabricNos(topo, cfg.run_dir.name, cfg.run_dir.resolve() / "frr", {
+            name: (self.fnet.switch(name).grpc_addr, sw.device_id)
+            for name, sw in topo.switches.items()},
+            plans=getattr(self.controller, "plans", {}) or {},
+            log=lambda m: self.event_log.append({"t": time.time(), "event": m}))
+        try:
+            self.nos.start()
+            converged = self.nos.wait_converged()
+        except (FrrError, NamespaceError) as exc:
+            raise RunError(str(exc)) from exc
+        self.bgp = {"converged_s": converged, **self.nos.summary()}
+        _say(f"      BGP converged in {converged:.1f} s: every leaf routes to every other "
+             f"leaf's hosts ({self.bgp['sessions']} sessions, "
+             f"{self.bgp['route_agents']} route agents)")
+        self.event_log.append({"t": time.time(), "event": f"BGP converged in {converged:.2f} s"})
 
     def _set_queue(self, sw: str, queue: QueuePlan) -> None:
         # The link's rate is shared by the data and the feedback queue (see SwitchAdmin).
@@ -177,6 +218,8 @@ class FabricRun:
     def finish_workload(self) -> None:
         for t in self._timers:
             t.cancel()
+            if self.nos is not None and t.is_alive():
+                t.join()  # a failure being measured: its record must be in the metrics
         if self.monitor is not None:
             self.monitor.stop()
         if self.collector is not None:
@@ -213,6 +256,9 @@ class FabricRun:
                                f"{'up' if ev.up else 'down'} (injected)"})
         record: dict[str, Any] = {"what": ev.link, "links": list(ev.links), "up": ev.up,
                                   "at_s": t_inject - self.t0, "reroute_s": None, "writes": 0}
+        if self.nos is not None:
+            self._bgp_link_event(ev, what, t_inject, record)
+            return
         try:
             diffs = self.controller.set_links(list(ev.links), ev.up)
         except Exception as exc:
@@ -224,6 +270,22 @@ class FabricRun:
                 f"link {what} {'up' if ev.up else 'down'}: rerouted in "
                 f"{1000 * record['reroute_s']:.0f} ms (controller wrote {record['writes']} "
                 f"updates on {sum(1 for d in diffs.values() if d.writes)} switches)")})
+        self.failures.append(record)
+
+    def _bgp_link_event(self, ev: LinkEvent, what: str, t_inject: float,
+                        record: dict[str, Any]) -> None:
+        """Under BGP the switches reroute by themselves: only measure them."""
+        timing = self.nos.measure_failure(list(ev.links), ev.up, t_inject)
+        record.update(timing, routing="bgp")
+        if timing["reprogram_s"] is not None:
+            record["reroute_s"] = timing["reprogram_s"]
+
+        def ms(v: float | None) -> str:
+            return "not seen" if v is None else f"{1000 * v:.0f} ms"
+        self.event_log.append({"t": time.time(), "event": (
+            f"link {what} {'up' if ev.up else 'down'}: BFD {ms(timing['detect_s'])}, "
+            f"BGP converged {ms(timing['converge_s'])}, "
+            f"reprogrammed {ms(timing['reprogram_s'])}")})
         self.failures.append(record)
 
     def _start(self, hp, log: Path, extra: tuple[str, ...] | list[str] = ()) -> None:
@@ -276,6 +338,9 @@ class FabricRun:
                                       failures=self.failures))
         if cfg.secure:
             m.run["p4runtime"] = "mutual TLS"
+        m.run["routing"] = cfg.routing
+        if self.bgp:
+            m.run["bgp"] = self.bgp
         if self.monitor is not None:
             m.links = self.monitor.samples.link_samples(self.topo)
             m.queues = self.monitor.samples.queue_samples()
@@ -312,6 +377,12 @@ class FabricRun:
             m.run["invalid_reasons"] += over_rate_problems(
                 link_accounting(m.link_load["links"], m.link_load["window_s"])["directions"])
         self._collect_hosts(m)
+        if self.bgp:
+            s = summarize(m)
+            lost = s["messages_total"] - s["messages_completed"]
+            self.bgp["messages_lost"] = lost
+            for failure in self.failures:
+                failure["messages_lost_in_run"] = lost
         m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows)
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}
@@ -359,6 +430,8 @@ class FabricRun:
             if hp.proc is not None:
                 with contextlib.suppress(Exception):
                     _stop_proc(hp.proc)
+        if self.nos is not None:
+            self.nos.stop()
         if self.fabric is not None:
             with contextlib.suppress(Exception):
                 self.fabric.close()

@@ -1,0 +1,203 @@
+"""--routing bgp: a network OS on every switch of a run, and what it is measured by.
+
+Per switch: a namespace with a TAP per fabric port (namespace), a relay between the switch's
+CPU port and those TAPs under its own P4Runtime role (relay), FRR's zebra, bfdd and bgpd
+configured from the topology (frr, frr_config), and the route agent that turns the
+namespace's kernel routes into fabric.p4 entries (cellfabric.nos.route_agent, built
+separately; until it is present the data plane keeps the controller's initial entries and
+``agents`` stays empty). The run waits until every leaf has a route to every other leaf's
+hosts; each injected failure is timed from injection to BFD's detection, to the last change
+of any switch's BGP table (convergence), and to the agents' last P4 write (reprogramming).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cellfabric.nos.frr import FrrError, FrrInstance
+from cellfabric.nos.frr_config import BfdTimers, SwitchRouting, routing_plan
+from cellfabric.nos.namespace import SwitchNamespace, TapPort, remove_run_namespaces
+from cellfabric.nos.relay import RELAY_ROLE, PacketRelay, RelayPort, relay_role_config
+from controlplane.connection import SwitchConnection
+from topologies.model import Topology, router_mac
+
+CONVERGE_WAIT_S = 120.0
+QUIET_S = 3.0          # a BGP table unchanged this long after a failure has converged
+FAILURE_WAIT_S = 30.0
+POLL_S = 0.05
+
+
+@dataclass
+class SwitchNos:
+    name: str
+    routing: SwitchRouting
+    namespace: SwitchNamespace
+    relay_conn: SwitchConnection
+    relay: PacketRelay | None = None
+    frr: FrrInstance | None = None
+    agent: Any = None
+    agent_conn: SwitchConnection | None = None
+
+
+@dataclass
+class FabricNos:
+    topo: Topology
+    run_id: str
+    folder: Path
+    addrs: dict[str, tuple[str, int]]  # switch -> (P4Runtime address, device id)
+    plans: dict[str, Any] = field(default_factory=dict)  # switch -> SwitchPlan (route agents)
+    timers: BfdTimers = field(default_factory=BfdTimers)
+    log: Callable[[str], None] = lambda _msg: None
+    switches: dict[str, SwitchNos] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        plan = routing_plan(self.topo)
+        for name, routing in plan.items():
+            self._start_switch(name, routing)
+
+    def _start_switch(self, name: str, routing: SwitchRouting) -> None:
+        mac = router_mac(self.topo.switches[name].device_id)
+        ns = SwitchNamespace(self.run_id, name, [
+            TapPort(s.port, s.interface, f"{s.local_ip}/31", mac) for s in routing.sessions])
+        ns.create()
+        addr, device_id = self.addrs[name]
+        conn = SwitchConnection(addr, device_id, name=name, reconnect=False, role=RELAY_ROLE,
+                                role_config=relay_role_config())
+        sw = SwitchNos(name, routing, ns, conn)
+        self.switches[name] = sw
+        conn.connect()
+        sw.relay = PacketRelay(conn, ns.name, [RelayPort(s.port, s.interface, s.local_ip)
+                                               for s in routing.sessions])
+        sw.relay.start()
+        sw.frr = FrrInstance(ns.name, routing, self.folder / name, self.timers)
+        sw.frr.start()
+        sw.agent, sw.agent_conn = start_route_agent(sw, self.plans.get(name), addr, device_id,
+                                                    self._stop)
+
+    @property
+    def agents(self) -> dict[str, Any]:
+        return {n: sw.agent for n, sw in self.switches.items() if sw.agent is not None}
+
+    # -- measurements -------------------------------------------------------------------------
+    def _missing_routes(self) -> dict[str, int]:
+        """Per leaf, how many other leaves' host prefixes it has no BGP route to yet."""
+        missing = {}
+        for name, sw in self.switches.items():
+            if self.topo.switches[name].role != "leaf" or sw.frr is None:
+                continue
+            want = {p for other in self.switches.values() if other.name != name
+                    for p in other.routing.prefixes}
+            have = set(sw.frr.bgp_routes())
+            if want - have:
+                missing[name] = len(want - have)
+        return missing
+
+    def wait_converged(self, timeout_s: float = CONVERGE_WAIT_S) -> float:
+        """Seconds from FRR's start until every leaf routes to every other leaf's hosts."""
+        t0 = time.time()
+        missing = self._missing_routes()
+        while missing:
+            if time.time() - t0 > timeout_s:
+                raise FrrError(f"BGP did not converge within {timeout_s:.0f} s: leaves still "
+                               f"missing routes: {missing} (FRR logs in {self.folder})")
+            self._stop.wait(0.25)
+            missing = self._missing_routes()
+        return time.time() - t0
+
+    def _ribs(self) -> dict[str, dict[str, int]]:
+        out = {}
+        for name, sw in self.switches.items():
+            if sw.frr is not None:
+                with contextlib.suppress(FrrError, ValueError):
+                    out[name] = sw.frr.bgp_routes()
+        return out
+
+    def measure_failure(self, links: list[str], up: bool, t_inject: float) -> dict[str, Any]:
+        """Detection (BFD on an end of a failed link changes state), convergence (the last
+        change of any switch's BGP table, once none changed for QUIET_S) and reprogramming
+        (the route agents' last write) after ``t_inject``, in seconds (None: not seen)."""
+        ends: list[tuple[SwitchNos, str]] = []
+        for link in links:
+            for sw in self.switches.values():
+                for s in sw.routing.sessions:
+                    if s.link == link or (set(link.split("-")) == {sw.name, s.peer}):
+                        ends.append((sw, s.peer_ip))
+        detect: dict[str, float | None] = {"s": None}
+
+        def watch_bfd() -> None:
+            while time.time() - t_inject < FAILURE_WAIT_S and not self._stop.is_set():
+                for sw, peer in ends:
+                    if sw.frr is not None and (peer in sw.frr.bfd_peers_up()) == up:
+                        detect["s"] = time.time() - t_inject
+                        return
+                time.sleep(POLL_S)
+
+        watcher = threading.Thread(target=watch_bfd, daemon=True)
+        watcher.start()
+        last_rib = self._ribs()
+        last_change: float | None = None
+        while time.time() - t_inject < FAILURE_WAIT_S and not self._stop.is_set():
+            rib = self._ribs()
+            now = time.time()
+            if rib != last_rib:
+                last_rib, last_change = rib, now
+            elif last_change is not None and now - last_change >= QUIET_S:
+                break
+            time.sleep(POLL_S)
+        watcher.join()
+        writes = [getattr(a, "last_write_at", None) for a in self.agents.values()]
+        writes = [w for w in writes if w is not None and w >= t_inject]
+        return {"detect_s": detect["s"],
+                "converge_s": None if last_change is None else last_change - t_inject,
+                "reprogram_s": max(writes) - t_inject if writes else None,
+                "bfd_sessions": len(ends)}
+
+    def summary(self) -> dict[str, Any]:
+        relays = [sw.relay for sw in self.switches.values() if sw.relay is not None]
+        return {"switches": len(self.switches),
+                "sessions": sum(len(sw.routing.sessions) for sw in self.switches.values()) // 2,
+                "route_agents": len(self.agents),
+                "frames_relayed_in": sum(sum(r.to_tap.values()) for r in relays),
+                "frames_relayed_out": sum(sum(r.from_tap.values()) for r in relays),
+                "vtysh": {n: sw.frr.vtysh_hint() for n, sw in self.switches.items()
+                          if sw.frr is not None}}
+
+    def stop(self) -> None:
+        """Stops agents, FRR and relays, closes their connections, removes the namespaces;
+        each step runs even if an earlier one failed."""
+        self._stop.set()
+        for sw in self.switches.values():
+            for step in (sw.frr.stop if sw.frr else None,
+                         sw.relay.stop if sw.relay else None,
+                         sw.relay_conn.close,
+                         sw.agent_conn.close if sw.agent_conn else None,
+                         sw.namespace.remove):
+                if step is not None:
+                    with contextlib.suppress(Exception):
+                        step()
+        with contextlib.suppress(Exception):
+            remove_run_namespaces(self.run_id)
+
+
+def start_route_agent(sw: SwitchNos, plan: Any, addr: str, device_id: int,
+                      stop: threading.Event) -> tuple[Any, SwitchConnection | None]:
+    """The route agent of one switch (cellfabric.nos.route_agent), synced once and then
+    following the kernel table on a thread; (None, None) while that module is absent."""
+    try:
+        from cellfabric.nos.route_agent import RouteAgent  # type: ignore[import-not-found]
+    except ImportError:
+        return None, None
+    conn = SwitchConnection(addr, device_id, name=sw.name, reconnect=False)
+    conn.connect()
+    agent = RouteAgent(sw.namespace.name, sw.name, plan, conn)
+    agent.sync()
+    threading.Thread(target=agent.run, args=(stop,), name=f"route-agent-{sw.name}",
+                     daemon=True).start()
+    return agent, conn

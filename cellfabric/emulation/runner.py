@@ -139,10 +139,10 @@ class FabricRun:
             tls=self.pki.client_tls() if self.pki else None,
             # its own P4Runtime role: an operator's client in another role (or the default
             # one, e.g. fabricctl) is a primary of its own, never the controller's rival
-            role=FABRIC_ROLE, role_config=fabric_role_config())
+            role=FABRIC_ROLE, role_config=self._controller_role_config())
         self.fabric.connect()
         _say("[3/5] installing tables, groups and queue settings")
-        self.controller = FabricController(
+        self.controller = self._controller_class()(
             topo, self.fabric, p4info, json_path,
             queue_setter=self._set_queue,
             log=lambda m: self.event_log.append({"t": time.time(), "event": m}))
@@ -151,6 +151,18 @@ class FabricRun:
         _say(f"      {total} entities written to {len(diffs)} switches")
         if cfg.routing == "bgp":
             self._start_bgp()
+
+    def _controller_class(self) -> type[FabricController]:
+        if self.cfg.routing == "bgp":  # routes and groups are the route agents'
+            from cellfabric.nos.base_controller import BaseController
+            return BaseController
+        return FabricController
+
+    def _controller_role_config(self) -> Any:
+        if self.cfg.routing == "bgp":
+            from cellfabric.nos.base_controller import base_role_config
+            return base_role_config()
+        return fabric_role_config()
 
     def _start_bgp(self) -> None:
         """FRR, relays and route agents on every switch, then wait for BGP to converge."""
@@ -165,7 +177,6 @@ class FabricRun:
         self.nos = FabricNos(topo, cfg.run_dir.name, cfg.run_dir.resolve() / "frr", {
             name: (self.fnet.switch(name).grpc_addr, sw.device_id)
             for name, sw in topo.switches.items()},
-            plans=getattr(self.controller, "plans", {}) or {},
             log=lambda m: self.event_log.append({"t": time.time(), "event": m}))
         try:
             self.nos.start()

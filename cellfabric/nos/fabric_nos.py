@@ -3,9 +3,10 @@
 Per switch: a namespace with a TAP per fabric port (namespace), a relay between the switch's
 CPU port and those TAPs under its own P4Runtime role (relay), FRR's zebra, bfdd and bgpd
 configured from the topology (frr, frr_config), and the route agent that turns the
-namespace's kernel routes into fabric.p4 entries (cellfabric.nos.route_agent, built
-separately; until it is present the data plane keeps the controller's initial entries and
-``agents`` stays empty). The run waits until every leaf has a route to every other leaf's
+namespace's kernel routes into fabric.p4's routes and groups (cellfabric.nos.route_agent; the
+controller writes the rest, cellfabric.nos.base_controller). A leaf's hosts are routes over
+dummy interfaces named after their ports, so the agent finds them in the same table. The run
+waits until every leaf has a route to every other leaf's
 hosts; each injected failure is timed from injection to BFD's detection, to the last change
 of any switch's BGP table (convergence), and to the agents' last P4 write (reprogramming).
 """
@@ -21,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from cellfabric.nos.frr import FrrError, FrrInstance
-from cellfabric.nos.frr_config import BfdTimers, SwitchRouting, routing_plan
-from cellfabric.nos.namespace import SwitchNamespace, TapPort, remove_run_namespaces
+from cellfabric.nos.frr_config import BfdTimers, SwitchRouting, port_interface, routing_plan
+from cellfabric.nos.namespace import HostPort, SwitchNamespace, TapPort, remove_run_namespaces
 from cellfabric.nos.relay import RELAY_ROLE, PacketRelay, RelayPort, relay_role_config
 from controlplane.connection import SwitchConnection
 from topologies.model import Topology, router_mac
@@ -51,7 +52,6 @@ class FabricNos:
     run_id: str
     folder: Path
     addrs: dict[str, tuple[str, int]]  # switch -> (P4Runtime address, device id)
-    plans: dict[str, Any] = field(default_factory=dict)  # switch -> SwitchPlan (route agents)
     timers: BfdTimers = field(default_factory=BfdTimers)
     log: Callable[[str], None] = lambda _msg: None
     switches: dict[str, SwitchNos] = field(default_factory=dict)
@@ -65,7 +65,8 @@ class FabricNos:
     def _start_switch(self, name: str, routing: SwitchRouting) -> None:
         mac = router_mac(self.topo.switches[name].device_id)
         ns = SwitchNamespace(self.run_id, name, [
-            TapPort(s.port, s.interface, f"{s.local_ip}/31", mac) for s in routing.sessions])
+            TapPort(s.port, s.interface, f"{s.local_ip}/31", mac) for s in routing.sessions],
+            self._host_ports(name))
         ns.create()
         addr, device_id = self.addrs[name]
         conn = SwitchConnection(addr, device_id, name=name, reconnect=False, role=RELAY_ROLE,
@@ -78,8 +79,19 @@ class FabricNos:
         sw.relay.start()
         sw.frr = FrrInstance(ns.name, routing, self.folder / name, self.timers)
         sw.frr.start()
-        sw.agent, sw.agent_conn = start_route_agent(sw, self.plans.get(name), addr, device_id,
-                                                    self._stop)
+        ports = {s.interface: s.port for s in routing.sessions}
+        ports.update({hp.ifname: hp.port for hp in ns.host_ports})
+        sw.agent, sw.agent_conn = start_route_agent(sw, ports, self.topo.fabric.spray, addr,
+                                                    device_id, self._stop, self.log)
+
+    def _host_ports(self, name: str) -> list[HostPort]:
+        out = []
+        for lk in self.topo.links_of(name):
+            host, port = (lk.b, lk.a_port) if lk.a == name else (lk.a, lk.b_port)
+            if host in self.topo.hosts:
+                out.append(HostPort(port, port_interface(port),
+                                    (f"{self.topo.hosts[host].ip}/32",)))
+        return out
 
     @property
     def agents(self) -> dict[str, Any]:
@@ -95,6 +107,8 @@ class FabricNos:
             want = {p for other in self.switches.values() if other.name != name
                     for p in other.routing.prefixes}
             have = set(sw.frr.bgp_routes())
+            if sw.agent is not None:  # ... and the agent has written them to the switch
+                have &= set(sw.agent.entries.routes)
             if want - have:
                 missing[name] = len(want - have)
         return missing
@@ -152,8 +166,8 @@ class FabricNos:
                 break
             time.sleep(POLL_S)
         watcher.join()
-        writes = [getattr(a, "last_write_at", None) for a in self.agents.values()]
-        writes = [w for w in writes if w is not None and w >= t_inject]
+        writes = [b.wall_time for a in self.agents.values() for b in list(a.writes)
+                  if b.wall_time >= t_inject]
         return {"detect_s": detect["s"],
                 "converge_s": None if last_change is None else last_change - t_inject,
                 "reprogram_s": max(writes) - t_inject if writes else None,
@@ -186,17 +200,19 @@ class FabricNos:
             remove_run_namespaces(self.run_id)
 
 
-def start_route_agent(sw: SwitchNos, plan: Any, addr: str, device_id: int,
-                      stop: threading.Event) -> tuple[Any, SwitchConnection | None]:
-    """The route agent of one switch (cellfabric.nos.route_agent), synced once and then
-    following the kernel table on a thread; (None, None) while that module is absent."""
-    try:
-        from cellfabric.nos.route_agent import RouteAgent  # type: ignore[import-not-found]
-    except ImportError:
-        return None, None
-    conn = SwitchConnection(addr, device_id, name=sw.name, reconnect=False)
+def start_route_agent(sw: SwitchNos, port_of_ifname: dict[str, int], spray: str, addr: str,
+                      device_id: int, stop: threading.Event, log: Callable[[str], None],
+                      ) -> tuple[Any, SwitchConnection | None]:
+    """The route agent of one switch (cellfabric.nos.route_agent) under its own role, synced
+    once and then following the namespace's kernel table on a thread."""
+    from cellfabric.nos.route_agent import RouteAgent
+    from controlplane.route_entries import ROUTE_AGENT_ROLE, route_agent_role_config
+
+    conn = SwitchConnection(addr, device_id, name=sw.name, reconnect=False,
+                            role=ROUTE_AGENT_ROLE, role_config=route_agent_role_config())
     conn.connect()
-    agent = RouteAgent(sw.namespace.name, sw.name, plan, conn)
+    agent = RouteAgent(sw.namespace.name, sw.name, port_of_ifname, conn, spray != "ecmp",
+                       spray_mode=spray, log=log)
     agent.sync()
     threading.Thread(target=agent.run, args=(stop,), name=f"route-agent-{sw.name}",
                      daemon=True).start()

@@ -33,6 +33,16 @@ class TapPort:
     mac: str
 
 
+@dataclass(frozen=True)
+class HostPort:
+    """A leaf's port to attached hosts: an interface named after the port and a route
+    per host through it, so the namespace's kernel table (which the route agent programs from)
+    holds the leaf's own hosts as well as what BGP learned."""
+    port: int
+    ifname: str
+    prefixes: tuple[str, ...]
+
+
 def _ip(*args: str) -> None:
     proc = subprocess.run(["ip", *args], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -46,10 +56,12 @@ def namespace_name(run_id: str, switch: str) -> str:
 class SwitchNamespace:
     """Creates (``create``) and removes (``remove``) exactly one namespace and its TAPs."""
 
-    def __init__(self, run_id: str, switch: str, ports: list[TapPort]) -> None:
+    def __init__(self, run_id: str, switch: str, ports: list[TapPort],
+                 host_ports: list[HostPort] | None = None) -> None:
         self.name = namespace_name(run_id, switch)
         self.switch = switch
         self.ports = ports
+        self.host_ports = host_ports or []
         self._created = False
 
     def create(self) -> None:
@@ -69,6 +81,16 @@ class SwitchNamespace:
                 _ip("-n", self.name, "link", "set", tap.ifname, "address", tap.mac)
                 _ip("-n", self.name, "addr", "add", tap.address, "dev", tap.ifname)
                 _ip("-n", self.name, "link", "set", tap.ifname, "up")
+            for hp in self.host_ports:
+                # a veth pair with both ends here: always up with carrier (not every kernel
+                # has the dummy driver), and nothing reads it
+                _ip("-n", self.name, "link", "add", hp.ifname, "type", "veth", "peer", "name",
+                    f"{hp.ifname}h")
+                _ip("-n", self.name, "link", "set", f"{hp.ifname}h", "up")
+                _ip("-n", self.name, "link", "set", hp.ifname, "up")
+                for prefix in hp.prefixes:
+                    _ip("-n", self.name, "route", "add", prefix, "dev", hp.ifname,
+                        "proto", "static")
         except NamespaceError:
             self.remove()
             raise

@@ -170,14 +170,16 @@ class FabricRun:
         from cellfabric.nos.frr import FrrError
         from cellfabric.nos.namespace import NamespaceError
 
-        assert self.fnet is not None and self.controller is not None
+        assert self.fnet is not None and self.controller is not None and self.fabric is not None
         cfg, topo = self.cfg, self.topo
         _say("      --routing bgp: FRR (zebra, bfdd, bgpd) in a namespace per switch, "
              "in band over each switch's CPU port")
         self.nos = FabricNos(topo, cfg.run_dir.name, cfg.run_dir.resolve() / "frr", {
             name: (self.fnet.switch(name).grpc_addr, sw.device_id)
             for name, sw in topo.switches.items()},
-            log=lambda m: self.event_log.append({"t": time.time(), "event": m}))
+            log=lambda m: self.event_log.append({"t": time.time(), "event": m}),
+            # real BMv2 has no P4Runtime roles: relays and agents use the controller's streams
+            shared=dict(self.fabric.connections) if cfg.target == "bmv2" else None)
         try:
             self.nos.start()
             converged = self.nos.wait_converged()

@@ -43,7 +43,8 @@ class SwitchNos:
     relay: PacketRelay | None = None
     frr: FrrInstance | None = None
     agent: Any = None
-    agent_conn: SwitchConnection | None = None
+    agent_conn: SwitchConnection | None = None  # the agent's own, when it has one
+    owns_conn: bool = True  # relay_conn is the relay's own (else the controller's)
 
 
 @dataclass
@@ -53,6 +54,9 @@ class FabricNos:
     folder: Path
     addrs: dict[str, tuple[str, int]]  # switch -> (P4Runtime address, device id)
     timers: BfdTimers = field(default_factory=BfdTimers)
+    # A target without P4Runtime roles (real BMv2: PI puts every client in one role, where
+    # only the primary gets PacketIns) shares the controller's connection per switch instead
+    shared: dict[str, SwitchConnection] | None = None
     log: Callable[[str], None] = lambda _msg: None
     switches: dict[str, SwitchNos] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -69,11 +73,14 @@ class FabricNos:
             self._host_ports(name))
         ns.create()
         addr, device_id = self.addrs[name]
-        conn = SwitchConnection(addr, device_id, name=name, reconnect=False, role=RELAY_ROLE,
-                                role_config=relay_role_config())
-        sw = SwitchNos(name, routing, ns, conn)
+        own = self.shared is None
+        conn = (SwitchConnection(addr, device_id, name=name, reconnect=False, role=RELAY_ROLE,
+                                 role_config=relay_role_config()) if own
+                else self.shared[name])
+        sw = SwitchNos(name, routing, ns, conn, owns_conn=own)
         self.switches[name] = sw
-        conn.connect()
+        if own:
+            conn.connect()
         sw.relay = PacketRelay(conn, ns.name, [RelayPort(s.port, s.interface, s.local_ip)
                                                for s in routing.sessions])
         sw.relay.start()
@@ -82,7 +89,8 @@ class FabricNos:
         ports = {s.interface: s.port for s in routing.sessions}
         ports.update({hp.ifname: hp.port for hp in ns.host_ports})
         sw.agent, sw.agent_conn = start_route_agent(sw, ports, self.topo.fabric.spray, addr,
-                                                    device_id, self._stop, self.log)
+                                                    device_id, self._stop, self.log,
+                                                    None if own else conn)
 
     def _host_ports(self, name: str) -> list[HostPort]:
         out = []
@@ -190,7 +198,7 @@ class FabricNos:
         for sw in self.switches.values():
             for step in (sw.frr.stop if sw.frr else None,
                          sw.relay.stop if sw.relay else None,
-                         sw.relay_conn.close,
+                         sw.relay_conn.close if sw.owns_conn else None,
                          sw.agent_conn.close if sw.agent_conn else None,
                          sw.namespace.remove):
                 if step is not None:
@@ -202,18 +210,23 @@ class FabricNos:
 
 def start_route_agent(sw: SwitchNos, port_of_ifname: dict[str, int], spray: str, addr: str,
                       device_id: int, stop: threading.Event, log: Callable[[str], None],
+                      shared: SwitchConnection | None = None,
                       ) -> tuple[Any, SwitchConnection | None]:
-    """The route agent of one switch (cellfabric.nos.route_agent) under its own role, synced
-    once and then following the namespace's kernel table on a thread."""
+    """The route agent of one switch (cellfabric.nos.route_agent) under its own role (or on
+    ``shared``), synced once and then following the namespace's kernel table on a thread;
+    returns it and the connection it owns (None when shared)."""
     from cellfabric.nos.route_agent import RouteAgent
     from controlplane.route_entries import ROUTE_AGENT_ROLE, route_agent_role_config
 
-    conn = SwitchConnection(addr, device_id, name=sw.name, reconnect=False,
-                            role=ROUTE_AGENT_ROLE, role_config=route_agent_role_config())
-    conn.connect()
+    own = None
+    if shared is None:
+        own = SwitchConnection(addr, device_id, name=sw.name, reconnect=False,
+                               role=ROUTE_AGENT_ROLE, role_config=route_agent_role_config())
+        own.connect()
+    conn = shared or own
     agent = RouteAgent(sw.namespace.name, sw.name, port_of_ifname, conn, spray != "ecmp",
                        spray_mode=spray, log=log)
     agent.sync()
     threading.Thread(target=agent.run, args=(stop,), name=f"route-agent-{sw.name}",
                      daemon=True).start()
-    return agent, conn
+    return agent, own

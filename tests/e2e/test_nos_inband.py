@@ -58,17 +58,21 @@ def two_switches(tmp_path: Path) -> Iterator[dict]:
                 grpc_port = free_port()
                 port = routing.sessions[0].port
                 lab.popen(None, switch_argv(target, {port: veth[name]}, f"127.0.0.1:{grpc_port}",
-                                            cpu_port=CPU_PORT, json=json_path),
+                                            cpu_port=CPU_PORT, json=json_path,
+                                            thrift_port=free_port()),
                           name=name, log=tmp_path / f"{name}.log")
                 _until(f"{name} serves P4Runtime", lambda p=grpc_port: tcp_accepts(p))
                 # the pipeline, pushed in the default role as the controller would
                 ctl = SwitchConnection(f"127.0.0.1:{grpc_port}", name=name, reconnect=False)
                 conns.append(ctl.connect())
                 ctl.set_pipeline(p4info, json_path)
-                relay_conn = SwitchConnection(f"127.0.0.1:{grpc_port}", name=name,
-                                              reconnect=False, role=RELAY_ROLE,
-                                              role_config=relay_role_config())
-                conns.append(relay_conn.connect())
+                if target == "bmv2":  # PI has one role: only its primary gets PacketIns
+                    relay_conn = ctl
+                else:
+                    relay_conn = SwitchConnection(f"127.0.0.1:{grpc_port}", name=name,
+                                                  reconnect=False, role=RELAY_ROLE,
+                                                  role_config=relay_role_config())
+                    conns.append(relay_conn.connect())
                 mac = router_mac(topo.switches[name].device_id)
                 taps = [TapPort(s.port, s.interface, f"{s.local_ip}/31", mac)
                         for s in routing.sessions]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import threading
 import time
@@ -154,3 +155,19 @@ def _zombie_or_gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_killing_a_spines_bgpd_affects_only_its_paths_and_restart_restores(fabric) -> None:
+    _topo, frrs, _wire, _run_id = fabric
+    both = ("10.0.2.1/32", "10.0.1.1/32")
+    _until("both leaves have both spines", lambda: frrs["l1"].bgp_routes().get(both[0]) == 2
+           and frrs["l2"].bgp_routes().get(both[1]) == 2)
+    frrs["s1"].stop_daemon("bgpd", signal.SIGKILL)
+    # the leaves lose the paths through s1 only: every remote host stays reachable via s2
+    _until("l1 down to one path", lambda: frrs["l1"].bgp_routes().get(both[0]) == 1)
+    _until("l2 down to one path", lambda: frrs["l2"].bgp_routes().get(both[1]) == 1)
+    assert set(frrs["l1"].bgp_routes()) >= {"10.0.2.1/32", "10.0.2.2/32"}
+    assert frrs["s2"].bgp_routes().get("10.0.1.1/32") == 1  # s2 never depended on s1
+    frrs["s1"].start_daemon("bgpd")
+    _until("l1 back to both spines", lambda: frrs["l1"].bgp_routes().get(both[0]) == 2)
+    _until("l2 back to both spines", lambda: frrs["l2"].bgp_routes().get(both[1]) == 2)

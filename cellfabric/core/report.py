@@ -306,6 +306,11 @@ def format_summary(m: RunMetrics) -> str:
                 rows.append((f"cells per link, {tier}",
                              f"min {b['min_over_mean']:.2f} / max {b['max_over_mean']:.2f} "
                              f"x mean over {b['links']} links"))
+    bgp = run.get("bgp")
+    if bgp:  # --routing bgp (cellfabric.nos)
+        rows.append(("routing", f"bgp: {bgp.get('sessions')} sessions, every leaf routed to "
+                     f"every other leaf's hosts {bgp.get('converged_s', 0):.1f} s after FRR "
+                     f"started; {bgp.get('messages_lost', 0)} messages lost"))
     if "step_time_p50_s" in s:
         rows.append(("all-reduce step p50 / max",
                      f"{_ms(s['step_time_p50_s'])} / {_ms(s['step_time_max_s'])}"))

@@ -59,6 +59,7 @@ class FabricNos:
     shared: dict[str, SwitchConnection] | None = None
     log: Callable[[str], None] = lambda _msg: None
     switches: dict[str, SwitchNos] = field(default_factory=dict)
+    frr_started_at: float | None = None  # when the first FRR instance started
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
@@ -85,6 +86,8 @@ class FabricNos:
                                                for s in routing.sessions])
         sw.relay.start()
         sw.frr = FrrInstance(ns.name, routing, self.folder / name, self.timers)
+        if self.frr_started_at is None:
+            self.frr_started_at = time.time()
         sw.frr.start()
         ports = {s.interface: s.port for s in routing.sessions}
         ports.update({hp.ifname: hp.port for hp in ns.host_ports})
@@ -107,9 +110,15 @@ class FabricNos:
 
     # -- measurements -------------------------------------------------------------------------
     def _missing_routes(self) -> dict[str, int]:
-        """Per leaf, how many other leaves' host prefixes it has no BGP route to yet."""
+        """Per switch, how many of its sessions are not established yet, and per leaf, how
+        many other leaves' host prefixes it has no route to in BGP and on the switch yet."""
         missing = {}
         for name, sw in self.switches.items():
+            if sw.frr is not None:
+                want_peers = {s.peer_ip for s in sw.routing.sessions}
+                down = len(want_peers - sw.frr.established_peers())
+                if down:
+                    missing[f"{name} sessions"] = down
             if self.topo.switches[name].role != "leaf" or sw.frr is None:
                 continue
             want = {p for other in self.switches.values() if other.name != name
@@ -118,17 +127,18 @@ class FabricNos:
             if sw.agent is not None:  # ... and the agent has written them to the switch
                 have &= set(sw.agent.entries.routes)
             if want - have:
-                missing[name] = len(want - have)
+                missing[f"{name} prefixes"] = len(want - have)
         return missing
 
     def wait_converged(self, timeout_s: float = CONVERGE_WAIT_S) -> float:
-        """Seconds from FRR's start until every leaf routes to every other leaf's hosts."""
-        t0 = time.time()
+        """Seconds from the first FRR's start until every session is up and every leaf routes to every
+        other leaf's hosts, in BGP and on the switch (the agents wrote it)."""
+        t0 = self.frr_started_at or time.time()
         missing = self._missing_routes()
         while missing:
             if time.time() - t0 > timeout_s:
-                raise FrrError(f"BGP did not converge within {timeout_s:.0f} s: leaves still "
-                               f"missing routes: {missing} (FRR logs in {self.folder})")
+                raise FrrError(f"BGP did not converge within {timeout_s:.0f} s: still missing: "
+                               f"{missing} (FRR logs in {self.folder})")
             self._stop.wait(0.25)
             missing = self._missing_routes()
         return time.time() - t0

@@ -95,3 +95,20 @@ def test_bgpd_conf_has_bfd_ecmp_and_relax() -> None:
     bfd = bfdd_conf(sw, BfdTimers(tx_ms=100, rx_ms=200, multiplier=4))
     assert "transmit-interval 100" in bfd and "receive-interval 200" in bfd
     assert "detect-multiplier 4" in bfd
+
+
+def test_leaf_host_ports_carry_their_hosts_routes() -> None:
+    from pathlib import Path
+
+    from cellfabric.nos.fabric_nos import FabricNos
+
+    topo = generate("leaf-spine:leaves=2,spines=2,hosts=2")
+    nos = FabricNos(topo, "run", Path("/nonexistent"), addrs={})
+    # ports 1-2 of a leaf face the spines (links first), 3-4 its hosts (then hosts, in order)
+    l1 = nos._host_ports("l1")
+    assert [(hp.port, hp.ifname, hp.prefixes) for hp in l1] == [
+        (3, "port3", ("10.0.1.1/32",)), (4, "port4", ("10.0.1.2/32",))]
+    assert nos._host_ports("s1") == []
+    # a session's interface and a host port's are the same names the agent maps to ports
+    sessions = routing_plan(topo)["l1"].sessions
+    assert [(s.port, s.interface) for s in sessions] == [(1, "port1"), (2, "port2")]

@@ -1,4 +1,4 @@
-"""BGP and BFD in band: two fabric.p4 switches (p4sim, or real BMv2 with CELLFABRIC_TARGET=bmv2)
+"""BGP and BFD in band: two fabric.p4 switches (p4sim, and real BMv2 when it is on PATH)
 joined by one veth pair, each with FRR in its own namespace and a relay (cellfabric.nos.relay)
 between its CPU port and its namespace's TAP. The session between them can only come up over
 the data plane: punted by local_punt, relayed as PacketIn, answered as PacketOut. Taking the
@@ -19,7 +19,7 @@ from cellfabric.nos.namespace import SwitchNamespace, TapPort
 from cellfabric.nos.relay import RELAY_ROLE, PacketRelay, RelayPort, relay_role_config
 from controlplane.connection import SwitchConnection
 from netlab.hosts import NetLab, free_port, tcp_accepts
-from netlab.targets import compile_p4, resolve_target, switch_argv
+from netlab.targets import bmv2_available, compile_p4, switch_argv
 from topologies.generators import generate
 from topologies.model import router_mac
 
@@ -38,9 +38,11 @@ def _until(what: str, check: Callable[[], bool]) -> None:
         time.sleep(0.2)
 
 
-@pytest.fixture
-def two_switches(tmp_path: Path) -> Iterator[dict]:
-    target = resolve_target(os.environ.get("CELLFABRIC_TARGET"))
+@pytest.fixture(params=["embedded", "bmv2"])
+def two_switches(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict]:
+    target = request.param
+    if target == "bmv2" and not bmv2_available():
+        pytest.skip("real BMv2 not on PATH (source ../shared/toolchains/activate.sh)")
     json_path, p4info = compile_p4(ROOT / "p4src" / "fabric.p4", tmp_path / "build",
                                    target=target)
     topo = generate("leaf-spine:leaves=1,spines=1,hosts=1")

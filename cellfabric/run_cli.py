@@ -144,11 +144,16 @@ def run_main(argv: list[str]) -> int:
                     help="central: the controller computes and writes every route (default); "
                          "bgp: FRR (BGP+BFD) on every switch, in band over its CPU port, and "
                          "a route agent per switch writes what it learns")
+    ap.add_argument("--bfd-ms", type=int, default=300, metavar="MS",
+                    help="with --routing bgp: BFD's transmit/receive interval, detection after "
+                         "3 missed (default 300 ms; a loaded machine may need more)")
     ap.add_argument("--trace-sample", type=int, default=0, metavar="N",
                     help="trace 1 packet in N at every switch to RESULTS/traces/ (real BMv2 "
                          "cannot sample: it logs every packet, which slows it) "
                          "(see `cellfabric trace`; default 0: off)")
     args = ap.parse_args(argv)
+    if not 10 <= args.bfd_ms <= 60000:  # bfdd's own range for its intervals
+        ap.error(f"--bfd-ms {args.bfd_ms}: expected 10 to 60000 (milliseconds)")
     if args.trace_sample > 0:  # read by each switch's command line (emulation.nodes)
         os.environ["CELLFABRIC_TRACE_SAMPLE"] = str(args.trace_sample)
     try:
@@ -162,6 +167,7 @@ def run_main(argv: list[str]) -> int:
                         run_dir=run_dir, events=events, pcap=args.pcap,
                         switch_log=args.switch_log, secure=args.secure,
                         step_timeout_s=args.step_timeout, routing=args.routing,
+                        bfd_ms=args.bfd_ms,
                         credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled))
         metrics, path = execute(cfg)
     except (TopologyError, WorkloadError, ToolchainError, ValueError, RunError,

@@ -79,6 +79,7 @@ class RunConfig:
     credit_unscheduled: int | None = None  # --credit-unscheduled (None: auto)
     secure: bool = False  # --secure: mutual TLS on every switch's P4Runtime (RUN/pki)
     routing: str = "central"  # --routing: central (the controller) or bgp (FRR per switch)
+    bfd_ms: int = 300  # --bfd-ms: BFD transmit and receive interval (detection: 3 of them)
 
 
 def _say(msg: str) -> None:
@@ -168,6 +169,7 @@ class FabricRun:
         """FRR, relays and route agents on every switch, then wait for BGP to converge."""
         from cellfabric.nos.fabric_nos import FabricNos
         from cellfabric.nos.frr import FrrError
+        from cellfabric.nos.frr_config import BfdTimers
         from cellfabric.nos.namespace import NamespaceError
 
         assert self.fnet is not None and self.controller is not None and self.fabric is not None
@@ -178,6 +180,7 @@ class FabricRun:
             name: (self.fnet.switch(name).grpc_addr, sw.device_id)
             for name, sw in topo.switches.items()},
             log=lambda m: self.event_log.append({"t": time.time(), "event": m}),
+            timers=BfdTimers(tx_ms=cfg.bfd_ms, rx_ms=cfg.bfd_ms),
             # real BMv2 has no P4Runtime roles: relays and agents use the controller's streams
             shared=dict(self.fabric.connections) if cfg.target == "bmv2" else None)
         try:
@@ -185,7 +188,7 @@ class FabricRun:
             converged = self.nos.wait_converged()
         except (FrrError, NamespaceError) as exc:
             raise RunError(str(exc)) from exc
-        self.bgp = {"converged_s": converged, **self.nos.summary()}
+        self.bgp = {"converged_s": converged, "bfd_ms": cfg.bfd_ms, **self.nos.summary()}
         _say(f"      BGP converged in {converged:.1f} s: every leaf routes to every other "
              f"leaf's hosts ({self.bgp['sessions']} sessions, "
              f"{self.bgp['route_agents']} route agents)")

@@ -139,7 +139,8 @@ class FabricNos:
             if time.time() - t0 > timeout_s:
                 raise FrrError(f"BGP did not converge within {timeout_s:.0f} s: still missing: "
                                f"{missing} (FRR logs in {self.folder})")
-            self._stop.wait(0.25)
+            # every poll is a vtysh per switch: on a busy machine they cost what FRR needs
+            self._stop.wait(0.5)
             missing = self._missing_routes()
         return time.time() - t0
 

@@ -235,8 +235,9 @@ def start_route_agent(sw: SwitchNos, port_of_ifname: dict[str, int], spray: str,
                                role=ROUTE_AGENT_ROLE, role_config=route_agent_role_config())
         own.connect()
     conn = shared or own
+    # a shared stream means real BMv2, whose PI cannot shrink a group of watched members
     agent = RouteAgent(sw.namespace.name, sw.name, port_of_ifname, conn, spray != "ecmp",
-                       spray_mode=spray, log=log)
+                       spray_mode=spray, modify_groups=shared is None, log=log)
     agent.sync()
     threading.Thread(target=agent.run, args=(stop,), name=f"route-agent-{sw.name}",
                      daemon=True).start()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cellfabric.nos.frr import FrrInstance, frr_available
-from cellfabric.nos.frr_config import port_interface, routing_plan
+from cellfabric.nos.frr_config import BfdTimers, port_interface, routing_plan
 from cellfabric.nos.namespace import SwitchNamespace, TapPort, open_taps, run_namespaces
 from topologies.generators import generate
 from topologies.model import Topology, router_mac
@@ -26,6 +26,8 @@ from topologies.model import Topology, router_mac
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root"),
               pytest.mark.skipif(not frr_available(), reason="FRR not installed (make setup)")]
 WAIT_S = 90.0
+# BFD slow enough that a loaded CI machine (the wire is a Python thread) never flaps a session
+TIMERS = BfdTimers(tx_ms=1000, rx_ms=1000, multiplier=3)
 
 
 class Wire:
@@ -86,7 +88,7 @@ def fabric(tmp_path: Path) -> Iterator[tuple[Topology, dict[str, FrrInstance], W
             fds[name] = open_taps(ns.name, [p.ifname for p in ports])
         wire = Wire(topo, fds)
         for name, routing in plan.items():
-            frrs[name] = FrrInstance(f"{run_id}-{name}", routing, tmp_path / name)
+            frrs[name] = FrrInstance(f"{run_id}-{name}", routing, tmp_path / name, TIMERS)
             frrs[name].start()
         yield topo, frrs, wire, run_id
     finally:

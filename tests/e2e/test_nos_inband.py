@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cellfabric.nos.frr import FrrInstance, frr_available
-from cellfabric.nos.frr_config import routing_plan
+from cellfabric.nos.frr_config import BfdTimers, routing_plan
 from cellfabric.nos.namespace import SwitchNamespace, TapPort
 from cellfabric.nos.relay import RELAY_ROLE, PacketRelay, RelayPort, relay_role_config
 from controlplane.connection import SwitchConnection
@@ -28,6 +28,8 @@ pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root
 ROOT = Path(__file__).resolve().parents[2]
 CPU_PORT = 510
 WAIT_S = 90.0
+# BFD slow enough that a loaded CI machine (Python switches and relays) never flaps a session
+TIMERS = BfdTimers(tx_ms=1000, rx_ms=1000, multiplier=3)
 
 
 def _until(what: str, check: Callable[[], bool]) -> None:
@@ -86,7 +88,7 @@ def two_switches(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dic
                                                           for s in routing.sessions])
                 relay.start()
                 relays.append(relay)
-                frrs[name] = FrrInstance(ns.name, routing, tmp_path / "frr" / name)
+                frrs[name] = FrrInstance(ns.name, routing, tmp_path / "frr" / name, TIMERS)
                 frrs[name].start()
             yield {"lab": lab, "veth": veth, "frrs": frrs, "plan": plan, "relays": relays,
                    "link": link}

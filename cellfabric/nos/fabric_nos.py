@@ -31,7 +31,8 @@ from topologies.model import Topology, router_mac
 CONVERGE_WAIT_S = 120.0
 QUIET_S = 3.0          # a BGP table unchanged this long after a failure has converged
 FAILURE_WAIT_S = 30.0
-POLL_S = 0.05
+POLL_S = 0.05         # BFD on the failed links' ends (two vtysh calls a round)
+RIB_POLL_S = 0.25     # every switch's BGP table (a vtysh call per switch a round)
 
 
 @dataclass
@@ -183,7 +184,7 @@ class FabricNos:
                 last_rib, last_change = rib, now
             elif last_change is not None and now - last_change >= QUIET_S:
                 break
-            time.sleep(POLL_S)
+            time.sleep(RIB_POLL_S)
         watcher.join()
         writes = [b.wall_time for a in self.agents.values() for b in list(a.writes)
                   if b.wall_time >= t_inject]

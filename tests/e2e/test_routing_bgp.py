@@ -7,6 +7,7 @@ namespace and no FRR daemon behind."""
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,9 @@ def _run(tmp_path: Path, fail: str | None):
     topo = load_topology(ROOT / "topologies" / "leaf-spine.yaml")
     hosts = sorted(topo.hosts, key=lambda h: int(h[1:]))
     cfg = RunConfig(topo=topo, target="embedded", workload=permutation(hosts, 128 * 1024, 2),
-                    cc=topo.fabric.cc, run_dir=tmp_path / "run-bgp", routing="bgp",
+                    # namespaces are named after the run folder: unique per test run
+                    cc=topo.fabric.cc, run_dir=tmp_path / f"bgp-{secrets.token_hex(3)}",
+                    routing="bgp",
                     events=parse_fail(fail, topo) if fail else [], step_timeout_s=120,
                     progress=False)
     metrics, _ = execute(cfg)

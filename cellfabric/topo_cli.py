@@ -24,12 +24,16 @@ def main(argv: list[str]) -> int:
                        help=f"queue rate of every link, packets/s (default {DEFAULT_RATE_PPS})")
         p.add_argument("--depth", type=int, default=DEFAULT_DEPTH,
                        help=f"queue depth, packets (default {DEFAULT_DEPTH})")
+        for opt in gen.options:
+            p.add_argument(f"--{opt.key}", type=int if opt.integer else str, help=opt.help)
         p.add_argument("--spray", choices=SPRAY_MODES, default="spray")
         p.add_argument("-o", "--output", help="write here instead of stdout")
     args = ap.parse_args(argv)
     gen = GENERATORS[args.kind]
     try:
-        data = gen.func(**{key: getattr(args, key) for key in gen.required},
+        given = {opt.kwarg: getattr(args, opt.kwarg) for opt in gen.options
+                 if getattr(args, opt.kwarg) is not None}
+        data = gen.func(**{key: getattr(args, key) for key in gen.required}, **given,
                         rate_pps=args.rate, depth=args.depth, spray=args.spray)
         parse_topology(data, f"cellfabric topo {args.kind}")  # validate before writing
         text = to_yaml(data)

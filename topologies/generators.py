@@ -1,4 +1,5 @@
-"""Topology generators: leaf-spine, fat-tree and three-tier Clos fabrics as topology data.
+"""Topology generators: leaf-spine, fat-tree, three-tier Clos and rail-optimized fabrics
+(``topologies.rail``) as topology data.
 
 Each generator returns the same YAML tree a hand-written ``topologies/*.yaml`` holds (so
 ``parse_topology`` validates it and numbers its ports), and ``generate`` resolves a *spec*,
@@ -7,6 +8,7 @@ the one syntax used wherever a topology is named on a command line:
     GENERATOR:KEY=VALUE,...      e.g.  fat-tree:k=4
                                        clos:pods=2,leaves=2,aggs=2,cores=2,hosts=2
                                        leaf-spine:leaves=4,spines=2,hosts=2
+                                       rail:servers=2,gpus=4,tiers=3,nvlink-rate=400G
 
 Optional keys for every generator: ``rate`` (queue rate, packets/s), ``depth`` (packets).
 
@@ -30,6 +32,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from topologies.model import Topology, TopologyError, parse_topology
+from topologies.rail import rail
 
 DEFAULT_RATE_PPS = 100
 DEFAULT_DEPTH = 64
@@ -125,13 +128,42 @@ def leaf_spine(leaves: int, spines: int, hosts: int, rate_pps: int = DEFAULT_RAT
             "switches": switches, "hosts": host_list, "links": links}
 
 
+class Option(NamedTuple):
+    """An optional key of one generator: its spec and command-line name (``leaves-per-rail``:
+    keyword ``leaves_per_rail``), whether its value is an integer (else text, e.g. ``400G``)
+    and a line of help."""
+
+    key: str
+    integer: bool
+    help: str
+
+    @property
+    def kwarg(self) -> str:
+        return self.key.replace("-", "_")
+
+
 class Generator(NamedTuple):
     """One topology generator: its function (required keys as keyword arguments, plus
-    ``rate_pps``, ``depth`` and ``spray``), its required keys and a line of help."""
+    ``rate_pps``, ``depth`` and ``spray``), its required keys, a line of help and its own
+    optional keys."""
 
     func: Callable[..., dict[str, Any]]
     required: tuple[str, ...]
     help: str
+    options: tuple[Option, ...] = ()
+
+
+RAIL_OPTIONS = (
+    Option("gpus", True, "GPUs per server, each with a 2-port NIC (default 8)"),
+    Option("tiers", True, "2: rail leaves + spines; 3: rail leaves in pods, spines, cores"),
+    Option("planes", True, "1: a NIC's ports on two leaves of its rail; 2: one per plane"),
+    Option("leaves-per-rail", True, "leaves per rail (per pod and plane; default 2, planes=2: 1)"),
+    Option("pods", True, "three tiers: pods the servers are split into (default 2)"),
+    Option("spines", True, "spines per plane (3 tiers: per pod); default non-blocking"),
+    Option("cores", True, "three tiers: cores per plane; default non-blocking"),
+    Option("link-rate", False, "a NIC port's bit rate, what the packet rates stand for (100G)"),
+    Option("nvlink-rate", False, "intra-server (NVLink-like) link bit rate (default 400G)"),
+)
 
 
 # One entry per generator; `cellfabric topo`'s subcommands and the spec syntax derive from it.
@@ -141,6 +173,8 @@ GENERATORS: dict[str, Generator] = {
                       "three-tier Clos: pods of leaves and aggs, core planes"),
     "leaf-spine": Generator(leaf_spine, ("leaves", "spines", "hosts"),
                             "two tiers: every leaf to every spine"),
+    "rail": Generator(rail, ("servers",), "rail-optimized fabric of GPU servers (2 or 3 tiers)",
+                      RAIL_OPTIONS),
 }
 _OPTIONAL = {"rate": "rate_pps", "depth": "depth"}
 SPEC_HELP = ("GENERATOR:KEY=VALUE,... with "
@@ -160,16 +194,20 @@ def parse_spec(text: str) -> dict[str, Any]:
     head, sep, tail = text.partition(":")
     if not sep or head not in GENERATORS:
         raise TopologyError(f"{text}: not a generator spec ({SPEC_HELP})")
-    func, required, _ = GENERATORS[head]
-    kwargs: dict[str, int] = {}
+    func, required, _, options = GENERATORS[head]
+    own = {o.key: o for o in options}
+    kwargs: dict[str, Any] = {}
     for item in filter(None, tail.split(",")):
         key, eq, value = item.partition("=")
         key = key.strip()
-        if not eq or key not in (*required, *_OPTIONAL):
+        if not eq or key not in (*required, *own, *_OPTIONAL):
             raise TopologyError(f"{text}: bad item '{item}' (keys for {head}: "
-                                f"{', '.join((*required, *_OPTIONAL))})")
+                                f"{', '.join((*required, *own, *_OPTIONAL))})")
+        if key in own and not own[key].integer:
+            kwargs[own[key].kwarg] = value.strip()
+            continue
         try:
-            kwargs[_OPTIONAL.get(key, key)] = int(value)
+            kwargs[_OPTIONAL.get(key, key.replace("-", "_"))] = int(value)
         except ValueError:
             raise TopologyError(f"{text}: {key}={value!r} is not an integer") from None
     missing = [k for k in required if k not in kwargs]
@@ -188,6 +226,9 @@ def to_yaml(data: dict[str, Any]) -> str:
     out = [f"# generated by `cellfabric topo`: {data['name']}", f"name: {data['name']}",
            yaml.safe_dump({"fabric": data["fabric"]}, sort_keys=False,
                           default_flow_style=None).rstrip()]
+    if "servers" in data:  # AI servers: NVLink and NIC rates (topologies.servers)
+        out.append(yaml.safe_dump({"servers": data["servers"]}, sort_keys=False,
+                                  default_flow_style=None).rstrip())
     for section in ("switches", "hosts", "links"):
         out.append(f"{section}:")
         out += [f"  - {yaml.safe_dump(item, default_flow_style=True, sort_keys=False).strip()}"

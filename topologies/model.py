@@ -1,11 +1,20 @@
 """Topology files: YAML in, a validated ``Topology`` out, with one-line errors.
 
 A topology names switches (role ``leaf``/``spine``/``core``, tier 1 = leaf), hosts (each on one
-leaf, or two for dual-homed hosts), links (with a queue rate in packets per second and a depth in
+leaf, or two for dual-homed hosts; optionally a GPU of an AI server, see below), links (with a queue rate in packets per second and a depth in
 packets, as simple_switch's ``set_queue_rate``/``set_queue_depth``), and fabric-wide settings:
 cell size, spray mode, ECN thresholds, INT, tenants. Port numbers are assigned from 1 in the
 order links appear in the file, per switch and per host, the way Mininet numbers them, so a file
 fully determines every port the controller programs.
+
+AI servers (optional, backward compatible: a file without them loads as before): a host with
+``server: NAME`` and ``gpu: I`` is GPU ``I`` of that server (its rank, its NIC and so its rail
+``I``); a server's GPUs are numbered 0..G-1. The GPUs of one server are joined pairwise by
+intra-server (NVLink-like) links, ``nvlinks``, at ``servers.nvlink_rate``: the top-level
+``servers: {nvlink_rate: 400G, nic_rate: 100G}`` says how much faster than a NIC port
+(``nic_rate``, the rate the file's links stand for) an NVLink is, so a link of R packets/s
+makes an NVLink of R x nvlink_rate / nic_rate. NVLink ports are numbered after a host's
+fabric ports; they are not switch links and no switch ever sees their traffic.
 
 Errors are ``TopologyError("FILE: where: what")``, one line each.
 """
@@ -23,6 +32,15 @@ from typing import Any
 import yaml
 
 from hosts.cc import NAMES as CC_MODES  # the rate controls registered (hosts.cc), read live
+from topologies.servers import (
+    NvLinkSpec,
+    ServerSettings,
+    ServerSpec,
+    gpu_of,
+    nvlinks_of,
+    server_settings,
+    servers_of,
+)
 
 SPRAY_MODES = ("ecmp", "spray", "round-robin", "adaptive")
 ROLES = {"leaf": 1, "spine": 2, "core": 3}
@@ -88,11 +106,16 @@ class HostSpec:
     ip: str
     mac: str
     leaves: list[str]  # one, or two for a dual-homed host
+    server: str | None = None  # the AI server this host is a GPU of (None: a plain host)
+    gpu: int | None = None  # its GPU index in that server: its rail
 
     def nic_mac(self, index: int) -> str:
-        """MAC of NIC port ``index`` (0 = the one on ``leaves[0]``). The second port of a
-        dual-homed host differs in the first octet's locally-administered bits."""
-        return self.mac if index == 0 else f"06{self.mac[2:]}"
+        """MAC of host port ``index`` (0 = the one on ``leaves[0]``). The second port of a
+        dual-homed host differs in the first octet's locally-administered bits, and so does
+        each NVLink port after them (0x0a, 0x0e, ...: still locally administered, unicast)."""
+        if index == 0:
+            return self.mac
+        return f"{(0x02 | (index << 2)) & 0xFE:02x}{self.mac[2:]}"
 
 
 @dataclass
@@ -116,6 +139,27 @@ class Topology:
     switches: dict[str, SwitchSpec]
     hosts: dict[str, HostSpec]
     links: list[LinkSpec]
+    servers: dict[str, ServerSpec] = field(default_factory=dict)
+    nvlinks: list[NvLinkSpec] = field(default_factory=list)
+    server_settings: ServerSettings = field(default_factory=ServerSettings)
+
+    def same_server(self, a: str, b: str) -> bool:
+        """Whether two different hosts are GPUs of one server (their traffic is NVLink's)."""
+        sa = self.hosts[a].server
+        return a != b and sa is not None and sa == self.hosts[b].server
+
+    def nvlink_port(self, src: str, dst: str) -> int:
+        """``src``'s host port (1-based) of its NVLink to ``dst``, a GPU of its server."""
+        for nv in self.nvlinks:
+            if (nv.a, nv.b) == (src, dst):
+                return nv.a_port
+            if (nv.b, nv.a) == (src, dst):
+                return nv.b_port
+        raise KeyError(f"no NVLink from {src} to {dst}")
+
+    def host_ports(self, host: str) -> int:
+        """All of a host's ports: its fabric NIC ports, then its NVLink ports."""
+        return len(self.hosts[host].leaves) + sum(host in (nv.a, nv.b) for nv in self.nvlinks)
 
     def links_of(self, node: str) -> list[LinkSpec]:
         return [lk for lk in self.links if node in (lk.a, lk.b)]
@@ -283,8 +327,9 @@ def _mac_for(index: int) -> str:
 def parse_topology(data: Any, source: str = "<topology>") -> Topology:
     r = _Reader(source)
     root = r.mapping(data, "top level")
-    r.only(root, "top level", {"name", "fabric", "switches", "hosts", "links"})
+    r.only(root, "top level", {"name", "fabric", "switches", "hosts", "links", "servers"})
     fabric = _fabric(r, root.get("fabric"))
+    settings = server_settings(r, root.get("servers"))
     names: set[str] = set()
 
     def new_name(value: Any, where: str) -> str:
@@ -310,7 +355,7 @@ def parse_topology(data: Any, source: str = "<topology>") -> Topology:
     for i, raw in enumerate(r.seq(root.get("hosts"), "hosts")):
         where = f"hosts[{i}]"
         raw = r.mapping(raw, where)
-        r.only(raw, where, {"name", "ip", "leaf", "leaves"})
+        r.only(raw, where, {"name", "ip", "leaf", "leaves", "server", "gpu"})
         name = new_name(raw.get("name"), f"{where}.name")
         try:
             ip = str(ipaddress.IPv4Address(raw.get("ip")))
@@ -326,7 +371,9 @@ def parse_topology(data: Any, source: str = "<topology>") -> Topology:
         for leaf in leaves:
             if switches.get(leaf) is None or switches[leaf].role != "leaf":
                 raise r.fail(f"{where}.leaves", f"'{leaf}' is not a leaf switch")
-        hosts[name] = HostSpec(name, ip, _mac_for(i + 1), leaves)
+        server, gpu = gpu_of(r, raw, where, _NAME)
+        hosts[name] = HostSpec(name, ip, _mac_for(i + 1), leaves, server, gpu)
+    servers = servers_of(r, hosts)
 
     next_port: dict[str, int] = {}
     links: list[LinkSpec] = []
@@ -356,7 +403,8 @@ def parse_topology(data: Any, source: str = "<topology>") -> Topology:
     if fabric.int.collector is not None and fabric.int.collector not in hosts:
         raise r.fail("fabric.int.collector", f"unknown host '{fabric.int.collector}'")
     name = str(root.get("name") or Path(source).stem)
-    return Topology(name, source, fabric, switches, hosts, links)
+    return Topology(name, source, fabric, switches, hosts, links, servers,
+                    nvlinks_of(servers, hosts), settings)
 
 
 def _add_link(next_port: dict[str, int], a: str, b: str, queue: QueueSpec) -> LinkSpec:

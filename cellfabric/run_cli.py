@@ -103,7 +103,10 @@ def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list
     topo.fabric = replace(topo.fabric, spray=args.spray or topo.fabric.spray,
                           cc=args.cc or topo.fabric.cc)
     hosts = sorted(topo.hosts, key=lambda h: int(re.sub(r"\D", "", h) or 0))
-    leaf_of = {h: topo.hosts[h].leaves[0] for h in hosts}
+    # GPUs of a server are grouped by their server, not their leaf: a permutation then sends
+    # every GPU to another server's (over the fabric, not within its server) and a ring
+    # visits one GPU of each server in turn, as an inter-server ring does
+    leaf_of = {h: topo.hosts[h].server or topo.hosts[h].leaves[0] for h in hosts}
     workload = make_workload(args.workload, hosts, args.size, args.count,
                              senders=args.senders, leaf_of=leaf_of, seed=args.seed,
                              load=args.load, pod_of=pods_of_leaves(topo),

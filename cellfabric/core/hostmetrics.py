@@ -18,6 +18,12 @@ from hosts import wire
 from topologies.model import Topology
 
 
+def _medium(topo: Topology, host: str, peer: str) -> tuple[str, str]:
+    """What a flow between ``host`` and ``peer`` uses at ``host``: its NIC (``(host, "")``)
+    or, within a server, its NVLink to ``peer``."""
+    return (host, peer) if topo.same_server(host, peer) else (host, "")
+
+
 def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                          read: Any = read_metrics, line_rate: Any = host_line_rate,
                          base_latency: Any = None) -> None:
@@ -31,20 +37,25 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
     simulator knows it exactly at data-center settings, where a round trip is a hundred cell
     times; in the emulation (packet mode) it is far below one cell time and taken as 0."""
     for plan in steps:
-        share_dst: dict[str, int] = {}
-        share_src: dict[str, int] = {}
+        # Flows share a host's NIC, or (within a server) the NVLink between two GPUs.
+        share_dst: dict[tuple[str, str], int] = {}
+        share_src: dict[tuple[str, str], int] = {}
         for hp in plan.senders:
             t = hp.transfer
-            share_dst[t.dst] = share_dst.get(t.dst, 0) + 1
-            share_src[t.src] = share_src.get(t.src, 0) + 1
+            dkey, skey = _medium(topo, t.dst, t.src), _medium(topo, t.src, t.dst)
+            share_dst[dkey] = share_dst.get(dkey, 0) + 1
+            share_src[skey] = share_src.get(skey, 0) + 1
         for hp in plan.senders:
             t = hp.transfer
             data = read(hp.metrics) or {}
             rate = min(line_rate(topo, t.src), line_rate(topo, t.dst))
+            if topo.same_server(t.src, t.dst):
+                rate *= topo.server_settings.nvlink_ratio
             # Under offered load a message's ideal is the line to itself (the usual FCT
             # slowdown); back to back, its flows share the busiest end all the time.
-            share = 1 if t.load else max(share_dst[t.dst], share_src[t.src])
-            bottleneck = t.dst if share_dst[t.dst] >= share_src[t.src] else t.src
+            dkey, skey = _medium(topo, t.dst, t.src), _medium(topo, t.src, t.dst)
+            share = 1 if t.load else max(share_dst[dkey], share_src[skey])
+            bottleneck = t.dst if share_dst[dkey] >= share_src[skey] else t.src
             base = base_latency(t.src, t.dst) if base_latency else 0.0
             cells = cells_for(t.size, topo.fabric.cell_size)
             ideal = cells * share / rate + base
@@ -52,6 +63,8 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
             # can fill its whole link (the feedback queue takes its share only when it has
             # packets); one sender goes no faster than its own pacing.
             line = min((lk.queue.rate_pps for lk in topo.links_of(bottleneck)), default=rate)
+            if topo.same_server(t.src, t.dst):
+                line = rate  # an NVLink: its own rate, no NIC link's
             pace = max(rate, line) if share > 1 else rate
             work = cells / pace
             fcts = data.get("fct_list_s") or []

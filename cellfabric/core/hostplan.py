@@ -88,6 +88,14 @@ def host_line_rate(topo: Topology, host: str) -> int:
     return data_rate(min(lk.queue.rate_pps for lk in topo.links_of(host)))
 
 
+def nvlink_line_rate(topo: Topology, host: str) -> int:
+    """Cells per second an NVLink of ``host`` carries for data: its NIC link's packet rate
+    scaled by nvlink_rate / nic_rate, less the feedback share, as a NIC link's."""
+    line = min(lk.queue.rate_pps for lk in topo.links_of(host))
+    return data_rate(round(line * topo.server_settings.nvlink_ratio))
+
+
+
 def cell_frame_bytes(topo: Topology, cc: str) -> int:
     """A data cell's frame as the sender builds it (INT shim when the host is the source)."""
     int_source = algorithm(cc).int_source or host_reports(topo)
@@ -109,7 +117,10 @@ def expected_arrival_s(topo: Topology, step: Step, cc: str) -> float:
 
 
 def path_switches(topo: Topology, src: str, dst: str) -> int:
-    """Switches on a shortest path between two hosts (hosts are never transit nodes)."""
+    """Switches on a shortest path between two hosts (hosts are never transit nodes); none
+    between two GPUs of one server (their NVLink)."""
+    if topo.same_server(src, dst):
+        return 0
     return topo.distances(src).get(dst, 2) - 1
 
 
@@ -196,7 +207,8 @@ def _receiver(topo: Topology, step: Step, dst: str, count: int, ifname_of, algo:
     # soon as the step's senders have all finished.
     rto = timing_args(rate, depth)["rto"]
     cfg = ReceiverConfig(
-        ifaces=[ifname_of(dst, i) for i in range(len(topo.hosts[dst].leaves))],
+        # every port, NVLinks included: a receiver answers on the port a flow's cells use
+        ifaces=[ifname_of(dst, i) for i in range(topo.host_ports(dst))],
         ack_every=ACK_EVERY, expect_messages=count, linger_s=max(1.0, 2 * rto),
         # Feedback paced to the link's time base: at most one ACK per ACK_EVERY cell times,
         # and a NAK only for a gap older than the reordering spraying can cause.
@@ -219,13 +231,19 @@ def _receiver(topo: Topology, step: Step, dst: str, count: int, ifname_of, algo:
 def _sender(topo: Topology, step: Step, t: Transfer, qp: int, ifname_of, algo: CcAlgorithm,
             unscheduled: int | None, depth: int) -> SenderConfig:
     src = topo.hosts[t.src]
-    rate = host_line_rate(topo, t.src)
     frame = cell_frame_bytes(topo, algo.name)
+    if topo.same_server(t.src, t.dst):
+        # within a server: the NVLink to the peer GPU, never the NIC (no switch sees it)
+        rate = nvlink_line_rate(topo, t.src)
+        nics: range | list[int] = [topo.nvlink_port(t.src, t.dst) - 1]
+        dst_macs = [topo.hosts[t.dst].nic_mac(topo.nvlink_port(t.dst, t.src) - 1)]
+    else:
+        rate = host_line_rate(topo, t.src)
+        nics = range(len(src.leaves))
+        dst_macs = [router_mac(topo.switches[leaf].device_id) for leaf in src.leaves]
     timers = timing_args(rate, depth)
-    nics = range(len(src.leaves))
     cfg = SenderConfig(
-        ifaces=[ifname_of(t.src, i) for i in nics],
-        dst_macs=[router_mac(topo.switches[leaf].device_id) for leaf in src.leaves],
+        ifaces=[ifname_of(t.src, i) for i in nics], dst_macs=dst_macs,
         src_macs=[src.nic_mac(i) for i in nics], src_ip=src.ip, dst_ip=topo.hosts[t.dst].ip,
         qpn=qp, msg_size=t.size, count=t.count, payload_len=topo.fabric.cell_size,
         cc=algo.name, rate_bps=float(rate) * frame * 8,

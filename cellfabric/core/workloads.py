@@ -83,13 +83,33 @@ def permutation(hosts: list[str], size: int, count: int, seed: int = 1,
             continue
         break
     else:
-        # No cross-leaf derangement exists (e.g. one leaf): a shift is always a derangement.
-        dsts = hosts[1:] + hosts[:1]
+        dsts = _cross_group_shift(hosts, cross_leaf) if cross_leaf else None
+        # No cross-leaf derangement (e.g. one leaf): a shift is always a derangement.
+        dsts = dsts or hosts[1:] + hosts[:1]
     if load:
         check_load(load)
     return Workload("permutation", (Step(tuple(
         Transfer(s, d, size, count, load=load, arrival_seed=arrival_seed(seed, s, d) if load else 0)
         for s, d in zip(hosts, dsts, strict=True))),), load=load)
+
+
+def _cross_group_shift(hosts: list[str], group_of: dict[str, str]) -> list[str] | None:
+    """A derangement sending every host out of its group, found without chance (random
+    shuffles rarely find one when groups are large: 16 groups of 8 take ~3,000 tries): hosts
+    grouped in a row, each sends m + 1 places on, m the largest group, which leaves its group
+    and, when n > 2m, lands past the group's start after wrapping too. The extra place moves
+    each host to another position in the next group (on a rail fabric: another rail).
+    None when no group-leaving shift exists (n <= 2m)."""
+    order = sorted(hosts, key=lambda h: (list(dict.fromkeys(group_of[x] for x in hosts))
+                                         .index(group_of[h]), hosts.index(h)))
+    sizes: dict[str, int] = {}
+    for h in hosts:
+        sizes[group_of[h]] = sizes.get(group_of[h], 0) + 1
+    m, n = max(sizes.values()), len(hosts)
+    if n <= 2 * m:
+        return None
+    dst_of = {order[i]: order[(i + m + 1) % n] for i in range(n)}
+    return [dst_of[h] for h in hosts]
 
 
 def incast(hosts: list[str], senders: int, size: int, count: int,

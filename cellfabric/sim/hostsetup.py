@@ -106,10 +106,13 @@ def idle_latency_s(topo: Topology, s: SimSettings, cc: str, src: str, dst: str,
     serialization is the message's own) and the ACK comes back over as many. ``hops``:
     ``host_hops(topo, src)``, if already known."""
     links = (hops if hops is not None else host_hops(topo, src)).get(dst, 0)
+    rate = s.link_rate_bps
+    if topo.same_server(src, dst):  # one NVLink, at its own rate
+        links, rate = 1, rate * topo.server_settings.nvlink_ratio
     if not links or not s.bit_rate_mode:
         return 0.0
-    cell = cell_frame_bytes(topo, cc) * 8 / s.link_rate_bps
-    ack = ACK_FRAME_BYTES * 8 / s.link_rate_bps
+    cell = cell_frame_bytes(topo, cc) * 8 / rate
+    ack = ACK_FRAME_BYTES * 8 / rate
     delay = s.hop_delay_ns * 1e-9
     return (links - 1) * cell + links * delay + links * (ack + delay)
 
@@ -191,7 +194,10 @@ def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: 
         cfg = hp.config
         assert isinstance(cfg, SenderConfig)
         if s.bit_rate_mode:
-            cfg = data_center_sender(cfg, rtt, cell_s, depth, plan.credit_unscheduled)
+            # an NVLink flow's cells take nic_rate / nvlink_rate of a NIC cell time
+            t = hp.transfer
+            nv = topo.server_settings.nvlink_ratio if t and topo.same_server(t.src, t.dst) else 1
+            cfg = data_center_sender(cfg, rtt, cell_s / nv, depth, plan.credit_unscheduled)
         host = hosts[hp.host]
         node = Sender(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces))
         node.open()

@@ -66,6 +66,8 @@ class SimNic(PortState):
 
     wire: HostWire | None = None
     sock: None = None  # no socket to wait on
+    host_port: int = 0  # which of the host's ports (0-based) this is; ``index`` is the
+    # program's own numbering (a sender on one NVLink has it as its port 0)
 
     def open(self) -> SimNic:
         return self
@@ -111,9 +113,15 @@ class Program:
         self._run()
 
     def receive(self, frame: bytes, nic: int) -> None:
+        """A frame that arrived on the host's port ``nic`` (0-based)."""
         if self.done:
             return
-        self.node.on_frame(frame, len(frame), self.engine.clock(), self.node.ports[nic])
+        ports = self.node.ports
+        port = ports[nic] if nic < len(ports) and _host_port(ports[nic]) == nic else next(
+            (p for p in ports if _host_port(p) == nic), None)
+        if port is None:
+            return  # not a port of this program (a stray frame on another link)
+        self.node.on_frame(frame, len(frame), self.engine.clock(), port)
         self._run()
 
     def _wake(self, t_ns: int) -> None:
@@ -139,6 +147,10 @@ class Program:
             self.engine.at(at, self._wake, at)
 
 
+def _host_port(port: NicPort) -> int:
+    return getattr(port, "host_port", port.index)
+
+
 class SimHost:
     """A host's NIC wires and the programs running on it (per workload step)."""
 
@@ -154,8 +166,13 @@ class SimHost:
         self.collector: Callable[[bytes], None] | None = None
 
     def nics(self, ifaces: list[str]) -> list[NicPort]:
-        return [SimNic(i, name, self.macs[i], wire=self.wires[i])
-                for i, name in enumerate(ifaces)]
+        """A program's ports, by the names the simulator's plan gives them (``HOST-ethI``:
+        the host's port I, 0-based; run.py names them so)."""
+        out: list[NicPort] = []
+        for i, name in enumerate(ifaces):
+            port = int(name.rpartition("-eth")[2])
+            out.append(SimNic(i, name, self.macs[port], wire=self.wires[port], host_port=port))
+        return out
 
     def receive_on(self, nic: int, frame: bytes) -> None:
         """``receive`` with the NIC first (a link's delivery function binds it)."""

@@ -140,17 +140,33 @@ class SimFabric:
     hosts: dict[str, SimHost] = field(default_factory=dict)
     # link name -> the wires of both directions (switch Wire or HostWire)
     link_wires: dict[str, list[Any]] = field(default_factory=dict)
+    nvlink_wires: list[HostWire] = field(default_factory=list)  # both directions of each
 
     def build(self) -> None:
         topo, engine = self.topo, self.engine
         for name, sw in topo.switches.items():
             self.switches[name] = SimSwitch(engine, name, sw.device_id, self.switch_rng(name))
         for name, h in topo.hosts.items():
-            self.hosts[name] = SimHost(name, [h.nic_mac(i) for i in range(len(h.leaves))])
-            self.hosts[name].wires = [None] * len(h.leaves)  # type: ignore[list-item]
+            ports = topo.host_ports(name)
+            self.hosts[name] = SimHost(name, [h.nic_mac(i) for i in range(ports)])
+            self.hosts[name].wires = [None] * ports  # type: ignore[list-item]
         for lk in topo.links:
             self.link_wires[lk.name] = [self._wire(lk.a, lk.a_port, lk.b, lk.b_port),
                                         self._wire(lk.b, lk.b_port, lk.a, lk.a_port)]
+        self._nvlinks()
+
+    def _nvlinks(self) -> None:
+        """Each NVLink: a host wire each way, GPU to GPU, at the NIC's rate times
+        nvlink_rate / nic_rate (packet mode: instant, as the emulation's direct veth) and one
+        hop's delay. No switch is on it, so the fabric's counters never see its frames."""
+        m = self.model
+        rate = m.rate_bps * self.topo.server_settings.nvlink_ratio if m.rate_bps else 0
+        for nv in self.topo.nvlinks:
+            for src, sport, dst, dport in ((nv.a, nv.a_port, nv.b, nv.b_port),
+                                           (nv.b, nv.b_port, nv.a, nv.a_port)):
+                hw = HostWire(self.engine, rate, m.delay_ns, self._deliver_to(dst, dport))
+                self.hosts[src].wires[sport - 1] = hw
+                self.nvlink_wires.append(hw)
 
     def switch_rng(self, name: str) -> random.Random:
         """The switch's own generator (fabric.p4's random(): ECN marking), injected like its

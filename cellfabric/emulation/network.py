@@ -75,6 +75,15 @@ class FabricNet:
                 intfName1=self.ifname(lk.a, lk.a_port), intfName2=self.ifname(lk.b, lk.b_port),
                 cls=Link,
             )
+        for nv in self.topo.nvlinks:
+            # Intra-server traffic, the simplest honest model of NVLink: a direct veth between
+            # the two GPUs' namespaces, no switch on it, paced only by its sender (at
+            # nvlink_rate / nic_rate of the NIC's rate: cellfabric.core.hostplan).
+            net.addLink(
+                self.node_name(nv.a), self.node_name(nv.b), port1=nv.a_port, port2=nv.b_port,
+                intfName1=self.ifname(nv.a, nv.a_port), intfName2=self.ifname(nv.b, nv.b_port),
+                cls=Link,
+            )
         net.build()
         self.net = net
         for lk in self.topo.links:
@@ -114,7 +123,11 @@ class FabricNet:
         return self.net.get(self.node_name(name))
 
     def host_ifname(self, host: str, index: int = 0) -> str:
+        """The interface of a host's port ``index`` (0-based): its NIC ports, then its
+        NVLinks."""
         lks = [lk for lk in self.topo.links if lk.b == host]
+        if index >= len(lks):
+            return self.ifname(host, index + 1)  # an NVLink: ports numbered after the NIC's
         lk = lks[index]
         return self.ifname(host, lk.b_port)
 

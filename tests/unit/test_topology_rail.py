@@ -250,3 +250,12 @@ def test_topo_rail_command_writes_loadable_yaml(tmp_path: Path) -> None:
     bad = subprocess.run([*cmd[:6], "0"], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "servers=0" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_shipped_rail_file_is_the_generators() -> None:
+    shipped = resolve_topology("rail-2x4")
+    made = generate("rail:servers=2,gpus=4")
+    assert shipped.servers == made.servers and shipped.nvlinks == made.nvlinks
+    assert [(lk.a, lk.b, lk.a_port, lk.b_port) for lk in shipped.links] == \
+        [(lk.a, lk.b, lk.a_port, lk.b_port) for lk in made.links]
+    assert shipped.hosts == made.hosts

@@ -104,6 +104,8 @@ class Program:
         self.polls = 0
         self.plan: Any = None  # the runner's HostPlan this program was made from
         self.metrics: dict[str, Any] | None = None  # its metrics, once its step is over
+        # the program's ports by the host port each is (a sender on an NVLink has one port)
+        self._by_host_port = {getattr(p, "host_port", p.index): p for p in node.ports}
 
     def nic(self, index: int) -> NicPort:
         return self.node.ports[index]
@@ -116,9 +118,7 @@ class Program:
         """A frame that arrived on the host's port ``nic`` (0-based)."""
         if self.done:
             return
-        ports = self.node.ports
-        port = ports[nic] if nic < len(ports) and _host_port(ports[nic]) == nic else next(
-            (p for p in ports if _host_port(p) == nic), None)
+        port = self._by_host_port.get(nic)
         if port is None:
             return  # not a port of this program (a stray frame on another link)
         self.node.on_frame(frame, len(frame), self.engine.clock(), port)
@@ -145,10 +145,6 @@ class Program:
         if self.wake_at is None or at < self.wake_at or self.wake_at < self.engine.now:
             self.wake_at = at
             self.engine.at(at, self._wake, at)
-
-
-def _host_port(port: NicPort) -> int:
-    return getattr(port, "host_port", port.index)
 
 
 class SimHost:

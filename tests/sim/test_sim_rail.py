@@ -65,3 +65,15 @@ def test_a_failed_nic_port_moves_a_gpu_to_its_other_port(tmp_path: Path) -> None
     assert s["messages_completed"] == s["messages_total"] == 6
     failovers = [f for flow in data["flows"].values() for f in flow["failovers"]]
     assert "link down" in [f["reason"] for f in failovers]
+
+
+def test_a_128_gpu_three_tier_rail_fabric_delivers_a_permutation(tmp_path: Path) -> None:
+    # 16 servers x 8 GPUs: 64 switches; every GPU sends to another server's GPU
+    assert sim_main(["rail:servers=16,gpus=8,tiers=3", "--quiet", "--results", str(tmp_path),
+                     "--size", "16384", "--count", "1"]) == 0
+    (run_dir,) = list(tmp_path.iterdir())
+    data = json.loads((run_dir / "metrics.json").read_text())
+    s = data["summary"]
+    assert s["messages_completed"] == s["messages_total"] == 128
+    topo = resolve_topology("rail:servers=16,gpus=8,tiers=3")
+    assert not any(topo.same_server(m["src"], m["dst"]) for m in data["messages"])

@@ -95,7 +95,6 @@ def nvlink_line_rate(topo: Topology, host: str) -> int:
     return data_rate(round(line * topo.server_settings.nvlink_ratio))
 
 
-
 def cell_frame_bytes(topo: Topology, cc: str) -> int:
     """A data cell's frame as the sender builds it (INT shim when the host is the source)."""
     int_source = algorithm(cc).int_source or host_reports(topo)

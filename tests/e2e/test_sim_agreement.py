@@ -38,6 +38,8 @@ CASES = {
     "incast-8:1": ["leaf-spine-3x3", "--workload", "incast", "--senders", "8",
                    "--size", "131072", "--count", "1"],
     "allreduce": ["leaf-spine", "--workload", "allreduce"],
+    # 2 servers x 4 GPUs on a rail fabric: every GPU to another server's, over both NIC ports
+    "rail-permutation": ["rail-2x4", "--workload", "permutation", "--size", "65536"],
 }
 
 

@@ -364,13 +364,7 @@ def parse_topology(data: Any, source: str = "<topology>") -> Topology:
         if ip in ips:
             raise r.fail(f"{where}.ip", f"duplicate address {ip}")
         ips.add(ip)
-        leaves = raw.get("leaves", [raw["leaf"]] if "leaf" in raw else None)
-        leaves = [str(x) for x in r.seq(leaves, f"{where}.leaves")]
-        if not 1 <= len(leaves) <= 2:
-            raise r.fail(f"{where}.leaves", "a host attaches to one leaf, or two (dual-homed)")
-        for leaf in leaves:
-            if switches.get(leaf) is None or switches[leaf].role != "leaf":
-                raise r.fail(f"{where}.leaves", f"'{leaf}' is not a leaf switch")
+        leaves = _host_leaves(r, raw, where, switches)
         server, gpu = gpu_of(r, raw, where, _NAME)
         hosts[name] = HostSpec(name, ip, _mac_for(i + 1), leaves, server, gpu)
     servers = servers_of(r, hosts)
@@ -405,6 +399,18 @@ def parse_topology(data: Any, source: str = "<topology>") -> Topology:
     name = str(root.get("name") or Path(source).stem)
     return Topology(name, source, fabric, switches, hosts, links, servers,
                     nvlinks_of(servers, hosts), settings)
+
+
+def _host_leaves(r: _Reader, raw: dict[str, Any], where: str,
+                 switches: dict[str, SwitchSpec]) -> list[str]:
+    leaves = raw.get("leaves", [raw["leaf"]] if "leaf" in raw else None)
+    leaves = [str(x) for x in r.seq(leaves, f"{where}.leaves")]
+    if not 1 <= len(leaves) <= 2:
+        raise r.fail(f"{where}.leaves", "a host attaches to one leaf, or two (dual-homed)")
+    for leaf in leaves:
+        if switches.get(leaf) is None or switches[leaf].role != "leaf":
+            raise r.fail(f"{where}.leaves", f"'{leaf}' is not a leaf switch")
+    return leaves
 
 
 def _add_link(next_port: dict[str, int], a: str, b: str, queue: QueueSpec) -> LinkSpec:

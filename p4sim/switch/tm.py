@@ -293,7 +293,9 @@ class TrafficManager:
                 if q.blocked:
                     break  # the kernel takes nothing more of this port for now
                 link = q.link
-                if link is not None and link.busy(now):
+                # Link.busy(now), inline: this test runs for every port a pass looks at
+                if link is not None and ((link.bps and link.free_num > now * link.bps)
+                                         or (link.pps and link.line_num > now * link.pps)):
                     break  # the port is still sending: nothing of it leaves yet
                 if q.pps:
                     if q.next_num > now * q.pps:
@@ -348,10 +350,15 @@ class TrafficManager:
                     break  # due when the kernel takes more: the ports wake the loop then
                 t = -(-q.next_num // q.pps) if q.pps else 0
                 link = q.link
-                if link is not None:
-                    r = link.ready_at()
-                    if r > t:
-                        t = r
+                if link is not None:  # Link.ready_at(), inline
+                    if link.bps:
+                        r = -(-link.free_num // link.bps)
+                        if r > t:
+                            t = r
+                    if link.pps:
+                        r = -(-link.line_num // link.pps)
+                        if r > t:
+                            t = r
                 if best is None or t < best:
                     best = t
                 break

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
 import json
 import random
@@ -19,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from cellfabric.sim.cli import sim_main
+from cellfabric.sim.collector import ENGINE_GEN0, CollectorPolicy
 from cellfabric.sim.engine import Engine
 from cellfabric.sim.net import SimSwitch
+from cellfabric.sim.run import SimRun
 
 SMALL = ["leaf-spine", "--workload", "permutation", "--spray", "spray", "--cc", "none",
          "--size", "65536", "--count", "1", "--link-rate", "100G", "--seed", "5", "--quiet"]
@@ -47,13 +50,11 @@ def test_deadline_only_after_an_arrival_gives_the_plain_paths_run(
 
 def test_collector_policy_gives_the_plain_collectors_run_and_restores_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gc
-
-    from cellfabric.sim.run import SimRun
-
     assert gc.isenabled()
+    thresholds = gc.get_threshold()
     tuned = _metrics(tmp_path / "tuned")
-    assert gc.isenabled() and not gc.get_freeze_count()  # nothing left off or frozen
+    # nothing left off, frozen or retuned
+    assert gc.isenabled() and not gc.get_freeze_count() and gc.get_threshold() == thresholds
     monkeypatch.setattr(SimRun, "tune_collector", False)
     plain = _metrics(tmp_path / "plain")
     assert tuned == plain
@@ -61,18 +62,17 @@ def test_collector_policy_gives_the_plain_collectors_run_and_restores_it(
 
 
 def test_collector_policy_freezes_set_up_and_is_inert_when_the_collector_was_off() -> None:
-    import gc
-
-    from cellfabric.sim.collector import CollectorPolicy
-
+    thresholds = gc.get_threshold()
     with CollectorPolicy() as policy:
         assert not gc.isenabled()  # set-up: no collection passes
         kept = [[i] for i in range(1000)]  # set-up's survivors
         policy.settled()
         assert gc.isenabled() and gc.get_freeze_count() >= len(kept)
+        assert gc.get_threshold() == (ENGINE_GEN0, *thresholds[1:])
         policy.quiet()
         assert not gc.isenabled()
     assert gc.isenabled() and not gc.get_freeze_count()
+    assert gc.get_threshold() == thresholds
     gc.disable()
     try:
         with CollectorPolicy() as policy:

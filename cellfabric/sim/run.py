@@ -26,6 +26,7 @@ from cellfabric.core.report import RunMetrics, format_summary, write_report
 from cellfabric.core.sampler import FabricSamples
 from cellfabric.core.validity import switch_drops
 from cellfabric.core.workloads import Workload
+from cellfabric.sim.collector import CollectorPolicy
 from cellfabric.sim.control import LocalConnection, LocalFabric
 from cellfabric.sim.engine import NS, Engine, to_ns
 from cellfabric.sim.hostsetup import (
@@ -77,6 +78,10 @@ def run_name(cfg: SimConfig) -> str:
 
 
 class SimRun:
+    # execute_sim runs set-up with the garbage collector off and the engine with set-up's
+    # objects frozen out of it (cellfabric.sim.collector; False: the collector as it is).
+    tune_collector = True
+
     def __init__(self, cfg: SimConfig) -> None:
         cfg.topo = sim_topology(cfg.topo, cfg.settings, cfg.cc)
         self.cfg = cfg
@@ -105,6 +110,7 @@ class SimRun:
         self._last_progress = 0.0
         self.collector: Collector | None = None
         self.tracing: FabricTracing | None = None
+        self.collector_policy = CollectorPolicy(False)  # execute_sim's replaces it
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -125,6 +131,7 @@ class SimRun:
             log=lambda msg: self.event_log.append({"t": self.engine.clock(), "event": msg}))
         diffs = self.controller.up()
         _say(cfg, f"      {sum(d.writes for d in diffs.values())} entities written")
+        self.collector_policy.settled()
 
     def _start_collector(self) -> None:
         """As `run` starts the INT collector on the fabric's collector host: here it takes the
@@ -430,7 +437,9 @@ def _dataplane_note(paths: dict[str, int]) -> str:
 
 def execute_sim(cfg: SimConfig) -> tuple[RunMetrics, Path]:
     run = SimRun(cfg)
-    m = run_experiment(run, len(cfg.workload.steps))
-    peaks = m.run["sim"]["peak_queue_packets"]
-    exact = {"peak_queue_depth": max(peaks.values())} if peaks else {}
-    return m, write_report(m, cfg.run_dir, exact)
+    with CollectorPolicy(SimRun.tune_collector) as run.collector_policy:
+        m = run_experiment(run, len(cfg.workload.steps))
+        run.collector_policy.quiet()
+        peaks = m.run["sim"]["peak_queue_packets"]
+        exact = {"peak_queue_depth": max(peaks.values())} if peaks else {}
+        return m, write_report(m, cfg.run_dir, exact)

@@ -118,6 +118,11 @@ class TrafficManager:
         self.rr = 0
         self.drops: dict[int, int] = {}
         self.backlog = 0
+        # No waiting packet may leave before this time (ns): the earliest time next_deadline
+        # found, lowered by every change that can make a port ready sooner (0: unknown). A
+        # dequeue before it serves nothing, so it returns at once instead of walking every
+        # port (after an arrival queued behind a busy port, the usual case).
+        self.not_before = 0
         # Busy accounting (time a port had packets waiting, packets sent from a backlog).
         self.port_backlog: dict[int, int] = {}
         self.busy_since: dict[int, int] = {}
@@ -161,6 +166,7 @@ class TrafficManager:
             self.port_rate[(port, prio)] = pps
             targets = [q for (p, pr), q in self.queues.items()
                        if p == port and (prio is None or pr == prio)]
+        self.not_before = 0
         for q in targets:
             if q.pps and pps:
                 q.next_num = q.next_num * pps // q.pps  # same instant in the new scale
@@ -205,6 +211,7 @@ class TrafficManager:
         self._attach(port, link)
 
     def _attach(self, port: int, link: Link) -> None:
+        self.not_before = 0
         if link.unused():
             self.links.pop(port, None)
             attached = None
@@ -225,6 +232,7 @@ class TrafficManager:
         self._set_blocked(port, False)
 
     def _set_blocked(self, port: int, blocked: bool) -> None:
+        self.not_before = 0
         if blocked:
             self.blocked.add(port)
         else:
@@ -272,13 +280,34 @@ class TrafficManager:
         if not waiting:
             self.busy_since[port] = now
         self.port_backlog[port] = waiting + 1
+        if self.not_before:  # this port may now be ready sooner than the others
+            t = self._port_ready(port)
+            if t is not None and t < self.not_before:
+                self.not_before = t
         return n
+
+    def _port_ready(self, port: int) -> int | None:
+        """When the port's highest-priority waiting packet may leave (None: blocked or
+        nothing waits): its part of next_deadline."""
+        for _, q in self.port_queues[port]:
+            if not q.items:
+                continue
+            if q.blocked:
+                return None
+            t = -(-q.next_num // q.pps) if q.pps else 0
+            link = q.link
+            if link is not None:
+                r = link.ready_at()
+                if r > t:
+                    t = r
+            return t
+        return None
 
     def dequeue(self, now: int) -> tuple[int, int, Any, int] | None:
         """Next packet allowed to leave at ``now``: (port, prio, item, depth after), or None.
         In bit-rate mode the port's serializer is claimed for the item's length (``settle``
         corrects it once egress has decided the frame that actually leaves)."""
-        if not self.backlog:
+        if not self.backlog or now < self.not_before:
             return None
         ports, backlog, port_queues = self.ports, self.port_backlog, self.port_queues
         n, rr = len(ports), self.rr
@@ -293,13 +322,16 @@ class TrafficManager:
                 if q.blocked:
                     break  # the kernel takes nothing more of this port for now
                 link = q.link
-                if link is not None and link.busy(now):
+                # Link.busy(now), inline: this test runs for every port a pass looks at
+                if link is not None and ((link.bps and link.free_num > now * link.bps)
+                                         or (link.pps and link.line_num > now * link.pps)):
                     break  # the port is still sending: nothing of it leaves yet
                 if q.pps:
                     if q.next_num > now * q.pps:
                         break  # this port's head is paced; strict priority holds lower ones
                     q.next_num += NS
                 item = q.items.popleft()
+                self.not_before = 0  # what waited behind it may be ready at once
                 if link is not None:
                     link.queued_bytes -= item.length
                     link.send(item.length)
@@ -328,6 +360,8 @@ class TrafficManager:
         link = self.links.get(port)
         if link is not None and link.bps and charged != sent:
             link.free_num += (sent - charged) * 8 * NS
+            if sent < charged:
+                self.not_before = 0  # the port is free sooner than its deadline said
 
     def next_deadline(self) -> int | None:
         """Earliest time (ns) a waiting packet may leave; None if nothing waits. Per port that
@@ -348,13 +382,19 @@ class TrafficManager:
                     break  # due when the kernel takes more: the ports wake the loop then
                 t = -(-q.next_num // q.pps) if q.pps else 0
                 link = q.link
-                if link is not None:
-                    r = link.ready_at()
-                    if r > t:
-                        t = r
+                if link is not None:  # Link.ready_at(), inline
+                    if link.bps:
+                        r = -(-link.free_num // link.bps)
+                        if r > t:
+                            t = r
+                    if link.pps:
+                        r = -(-link.line_num // link.pps)
+                        if r > t:
+                            t = r
                 if best is None or t < best:
                     best = t
                 break
+        self.not_before = best or 0
         return best
 
     def depth(self, port: int, prio: int = 0) -> int:
@@ -385,3 +425,4 @@ class TrafficManager:
             link.queued_bytes = 0
         self.port_backlog.clear()
         self.backlog = 0
+        self.not_before = 0

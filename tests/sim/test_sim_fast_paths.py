@@ -2,6 +2,8 @@
 
 - SimSwitch, after an arrival, asks the traffic manager for its next deadline alone; the
   plain path polls the data plane a second time (which serves nothing more at that instant).
+- execute_sim runs set-up with the garbage collector off and set-up's objects frozen out of
+  it for the engine (cellfabric.sim.collector); the plain path leaves the collector alone.
 - Engine.run keeps its counters in locals; a plain heap loop written here is the reference
   for the order, the clock and the count of events, with ``until_ns``, ``max_events`` and
   ``stop()``.
@@ -9,6 +11,7 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
 import json
 import random
@@ -17,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from cellfabric.sim.cli import sim_main
+from cellfabric.sim.collector import ENGINE_GEN0, CollectorPolicy
 from cellfabric.sim.engine import Engine
 from cellfabric.sim.net import SimSwitch
+from cellfabric.sim.run import SimRun
 
 SMALL = ["leaf-spine", "--workload", "permutation", "--spray", "spray", "--cc", "none",
          "--size", "65536", "--count", "1", "--link-rate", "100G", "--seed", "5", "--quiet"]
@@ -41,6 +46,40 @@ def test_deadline_only_after_an_arrival_gives_the_plain_paths_run(
     # queues did build (the path under test ran), and every message arrived
     assert max(fast["run"]["sim"]["peak_queue_packets"].values()) > 1
     assert fast["summary"]["messages_completed"] == fast["summary"]["messages_total"] == 4
+
+
+def test_collector_policy_gives_the_plain_collectors_run_and_restores_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert gc.isenabled()
+    thresholds = gc.get_threshold()
+    tuned = _metrics(tmp_path / "tuned")
+    # nothing left off, frozen or retuned
+    assert gc.isenabled() and not gc.get_freeze_count() and gc.get_threshold() == thresholds
+    monkeypatch.setattr(SimRun, "tune_collector", False)
+    plain = _metrics(tmp_path / "plain")
+    assert tuned == plain
+    assert tuned["summary"]["messages_completed"] == tuned["summary"]["messages_total"] == 4
+
+
+def test_collector_policy_freezes_set_up_and_is_inert_when_the_collector_was_off() -> None:
+    thresholds = gc.get_threshold()
+    with CollectorPolicy() as policy:
+        assert not gc.isenabled()  # set-up: no collection passes
+        kept = [[i] for i in range(1000)]  # set-up's survivors
+        policy.settled()
+        assert gc.isenabled() and gc.get_freeze_count() >= len(kept)
+        assert gc.get_threshold() == (ENGINE_GEN0, *thresholds[1:])
+        policy.quiet()
+        assert not gc.isenabled()
+    assert gc.isenabled() and not gc.get_freeze_count()
+    assert gc.get_threshold() == thresholds
+    gc.disable()
+    try:
+        with CollectorPolicy() as policy:
+            policy.settled()
+            assert not gc.isenabled() and not gc.get_freeze_count()  # left as it found it
+    finally:
+        gc.enable()
 
 
 def _reference(schedule: list[tuple[int, int]], until: int | None, limit: int | None,

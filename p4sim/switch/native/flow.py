@@ -43,9 +43,11 @@ class NativeFlow(V1Model):
         self._F = ffi.new("i64[]", self._nslots)  # the PHV of the packet in ingress
         self._direct = ffi.new("uint8_t[]", 512)  # ports whose queue a packet bypasses
         self._direct_gen = [-1]
+        self._phv_pool: list[Any] = []  # PHV buffers of packets egress is done with
         self.py_receive, self.py_egress = self.receive, self.egress
-        self.receive = self._make_receive()
         self._egress = self._make_egress()
+        self._queue_up = self._make_queue_up()
+        self.receive = self._make_receive()
         self.egress = self._egress_any  # type: ignore[method-assign]
 
     # -- ingress --------------------------------------------------------------------------------
@@ -57,7 +59,7 @@ class NativeFlow(V1Model):
         limit = self._obuf_size - self._hdr_bytes
         unpack, obuf_c, NULL = self._ffi.unpack, self._ffi.cast("char *", obuf), self._ffi.NULL
         direct, gen, output, slow = self._direct, self._direct_gen, self.output, self._slow
-        py_receive = self.py_receive
+        py_receive, queue_up, abort = self.py_receive, self._queue_up, self._abort
 
         def receive(port: int, frame: bytes, instance_type: int = 0, preserved: Any = None,
                     passes: int = 0) -> None:
@@ -89,16 +91,64 @@ class NativeFlow(V1Model):
                 output(out[6], unpack(obuf_c, out[7]))
             elif rc == 2 or rc == 4:
                 counters.pipeline_drops += 1
+            elif rc == 0:  # the packet waits in its queue (or finds it free): the common case
+                try:
+                    queue_up(frame, out[1], port)
+                except Exception as e:  # a bad packet never stops the switch
+                    abort(e)
             elif rc == -1:
-                self._abort(abort_exception(out[0]))
+                abort(abort_exception(out[0]))
             else:
                 slow(rc, port, frame)
 
         return receive
 
+    def _make_queue_up(self) -> Any:
+        """After nat_run said 0: the packet's PHV copied out of the ingress buffer into one of
+        its own, then stages.to_egress for it with this flow's constants bound. The
+        PHV buffers come back to a pool when egress is done with them, so a queued packet
+        costs no allocation (every slot is overwritten by the copy)."""
+        ffi, F, size, nslots, pool = self._ffi, self._F, self._nslots * 8, self._nslots, \
+            self._phv_pool
+        memmove, new = ffi.memmove, ffi.new
+        tm, counters, clock, t0 = self.tm, self.counters, self.clock, self.t0
+        queues, new_queue, may_pass, enqueue = tm.queues, tm.queue, tm.may_pass, tm.enqueue
+        s_es, s_prio, s_enq_ts, s_enq_qd = self.s_es, self.s_prio, self.s_enq_ts, self.s_enq_qd
+        m_enq_ts, abort = self.m_enq_ts, self._abort
+
+        def queue_up(frame: bytes, pos: int, ingress_port: int) -> None:
+            G = pool.pop() if pool else new("i64[]", nslots)
+            memmove(G, F, size)
+            P = NativePacket(G, frame, pos, ingress_port)
+            port = G[s_es]
+            prio = G[s_prio] if tm.priorities > 1 else 0
+            if prio >= tm.priorities:
+                pool.append(G)
+                counters.pipeline_drops += 1
+                return
+            now = clock()
+            G[s_enq_ts] = ((now - t0) // 1000) & m_enq_ts
+            q = queues.get((port, prio)) or new_queue(port, prio)
+            if not q.items and not self._in_egress and (q.bypass or may_pass(port, prio, now)):
+                G[s_enq_qd] = 0
+                if tm.links:
+                    tm.start_link(port, P.length, now)
+                try:
+                    self._egress(P, port, prio, 0, now)  # late bound: _grow rebuilds it
+                except Exception as e:
+                    abort(e)
+                return
+            depth = enqueue(port, prio, P, now)
+            if depth >= 0:
+                G[s_enq_qd] = depth
+            else:
+                pool.append(G)  # tail-dropped
+
+        return queue_up
+
     def _slow(self, rc: int, port: int, frame: bytes) -> None:
-        """After nat_run: the packet waits in its queue (0), needs the Python path's special
-        handling (1), or asked for an egress clone (5)."""
+        """After nat_run: the packet needs the Python path's special handling (1), or asked
+        for an egress clone (5). (0, the packet queued, is ``_queue_up``.)"""
         out = self._out
         G = self._ffi.new("i64[]", self._nslots)
         self._ffi.memmove(G, self._F, self._nslots * 8)
@@ -108,8 +158,6 @@ class NativeFlow(V1Model):
                 if out[3]:
                     P.clone_session, P.clone_fl = out[4], out[5]
                 self._after_ingress_special(P, P.F)
-            elif rc == 0:
-                self._to_egress(NativePacket(G, frame, out[1], port), G[self.s_es])
             else:
                 self._egress_clone_tail(NativePacket(G, frame, out[1], port), out[6],
                                         out[4], out[5])
@@ -140,29 +188,6 @@ class NativeFlow(V1Model):
         P.payload = frame[pos:]
         return P
 
-    def _to_egress(self, P: NativePacket, port: int) -> None:
-        """stages.to_egress for a native packet."""
-        F, tm = P.F, self.tm
-        prio = F[self.s_prio] if tm.priorities > 1 else 0
-        if prio >= tm.priorities:
-            self.counters.pipeline_drops += 1
-            return
-        now = self.clock()
-        F[self.s_enq_ts] = ((now - self.t0) // 1000) & self.m_enq_ts
-        q = tm.queues.get((port, prio)) or tm.queue(port, prio)
-        if not q.items and not self._in_egress and (q.bypass or tm.may_pass(port, prio, now)):
-            F[self.s_enq_qd] = 0
-            if tm.links:
-                tm.start_link(port, P.length, now)
-            try:
-                self._egress(P, port, prio, 0, now)
-            except Exception as e:
-                self._abort(e)
-            return
-        depth = tm.enqueue(port, prio, P, now)
-        if depth >= 0:
-            F[self.s_enq_qd] = depth
-
     # -- egress ---------------------------------------------------------------------------------
 
     def _egress_any(self, P: Any, port: int, prio: int, left: int, now: int) -> None:
@@ -178,7 +203,7 @@ class NativeFlow(V1Model):
         obuf, room = self._obuf, self._obuf_size - self._hdr_bytes
         unpack, obuf_c = self._ffi.unpack, self._ffi.cast("char *", self._obuf)
         t0, tm, output, counters = self.t0, self.tm, self.output, self.counters
-        clone_tail = self._egress_clone_tail
+        clone_tail, pool = self._egress_clone_tail, self._phv_pool
 
         def egress(P: NativePacket, port: int, prio: int, left: int, now: int) -> None:
             if native.dirty:
@@ -193,10 +218,12 @@ class NativeFlow(V1Model):
                            obuf, out)
             if n >= 0:
                 frame = unpack(obuf_c, n)
+                pool.append(P.F)  # nothing reads this PHV again
                 if tm.links:
                     tm.settle(port, P.length, n)
                 output(port, frame)
             elif n == -3:
+                pool.append(P.F)
                 counters.pipeline_drops += 1
                 if tm.links:
                     tm.settle(port, P.length, 0)

@@ -158,19 +158,29 @@ def probe_tls(address: str, tls: ClientTls, timeout_s: float) -> None:
     host, port = parse_host_port(location, 8786)
     ctx = client_context(tls)
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as raw, \
-                ctx.wrap_socket(raw) as conn:
-            # TLS 1.3 finishes the client's handshake before the server judges its
-            # certificate: a refusal arrives as an alert on the first read.
-            conn.recv(1)
-    except ssl.SSLCertVerificationError as exc:
-        raise SecurityError(f"the Dask scheduler at {address} presented a certificate that "
-                            f"--tls-ca-file {tls.ca_file} does not vouch for "
-                            f"({exc.verify_message}): refusing it") from None
-    except ssl.SSLError as exc:
-        raise SecurityError(_tls_refusal(address, tls, str(exc))) from None
+        raw = socket.create_connection((host, port), timeout=timeout_s)
     except OSError:
         return
+    with raw:
+        try:
+            with ctx.wrap_socket(raw) as conn:
+                # TLS 1.3 finishes the client's handshake before the server judges its
+                # certificate: a refusal arrives as an alert on the first read, or, when
+                # the close that follows the alert overtakes it, as a reset or an end of
+                # stream (a scheduler that accepts us speaks first).
+                first = conn.recv(1)
+        except ssl.SSLCertVerificationError as exc:
+            raise SecurityError(f"the Dask scheduler at {address} presented a certificate "
+                                f"that --tls-ca-file {tls.ca_file} does not vouch for "
+                                f"({exc.verify_message}): refusing it") from None
+        except ssl.SSLError as exc:
+            raise SecurityError(_tls_refusal(address, tls, str(exc))) from None
+        except (ConnectionResetError, BrokenPipeError):
+            first = b""
+        except OSError:
+            return
+    if not first:
+        raise SecurityError(_tls_refusal(address, tls, "EOF after the handshake"))
 
 
 # The server's TLS alerts about our certificate, in words.

@@ -71,6 +71,9 @@ def add_workload_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--chunk-size", type=int, default=None, metavar="BYTES",
                     help="collective workloads: pipeline each step in chunks of at most "
                          "BYTES (default: one chunk per step)")
+    ap.add_argument("--gpus-per-server", type=int, default=None, metavar="G",
+                    help="collective and train:/trace: workloads: G consecutive hosts (ranks) "
+                         "per server (default: a server per leaf)")
     ap.add_argument("--fail", action="append", default=[], metavar="LINK|SWITCH@T[:T_UP]",
                     help=FAIL_HELP)
     ap.add_argument("--credit-unscheduled", default="auto", metavar="auto|CELLS",
@@ -110,12 +113,22 @@ def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list
     workload = make_workload(args.workload, hosts, args.size, args.count,
                              senders=args.senders, leaf_of=leaf_of, seed=args.seed,
                              load=args.load, pod_of=pods_of_leaves(topo),
-                             channels=args.channels, chunk_size=args.chunk_size)
+                             channels=args.channels, chunk_size=args.chunk_size,
+                             server_of=servers_by_count(hosts, args.gpus_per_server))
     events = [ev for spec in args.fail for ev in parse_fail(spec, topo)]
     for ev in events:
         for link in ev.links:
             topo.link(link)  # an unknown link is a one-line TopologyError here
     return topo, workload, events
+
+
+def servers_by_count(hosts: list[str], gpus: int | None) -> dict[str, str] | None:
+    """``--gpus-per-server G``: hosts in order, G to a server (server0, server1, ...)."""
+    if gpus is None:
+        return None
+    if gpus < 1:
+        raise ValueError(f"--gpus-per-server {gpus}: expected at least 1")
+    return {h: f"server{i // gpus}" for i, h in enumerate(hosts)}
 
 
 def pods_of_leaves(topo: Topology) -> dict[str, str]:

@@ -114,7 +114,8 @@ def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list
                              senders=args.senders, leaf_of=leaf_of, seed=args.seed,
                              load=args.load, pod_of=pods_of_leaves(topo),
                              channels=args.channels, chunk_size=args.chunk_size,
-                             server_of=servers_by_count(hosts, args.gpus_per_server))
+                             server_of=servers_by_count(hosts, args.gpus_per_server)
+                             or servers_in(topo, hosts))
     events = [ev for spec in args.fail for ev in parse_fail(spec, topo)]
     for ev in events:
         for link in ev.links:
@@ -129,6 +130,13 @@ def servers_by_count(hosts: list[str], gpus: int | None) -> dict[str, str] | Non
     if gpus < 1:
         raise ValueError(f"--gpus-per-server {gpus}: expected at least 1")
     return {h: f"server{i // gpus}" for i, h in enumerate(hosts)}
+
+
+def servers_in(topo: Topology, hosts: list[str]) -> dict[str, str] | None:
+    """Host -> the AI server it is a GPU of, when the topology names servers (rail fabrics);
+    None when it names none."""
+    named = {h: getattr(topo.hosts[h], "server", None) for h in hosts}
+    return {h: s for h, s in named.items() if s} or None
 
 
 def pods_of_leaves(topo: Topology) -> dict[str, str]:
@@ -178,7 +186,8 @@ def run_main(argv: list[str]) -> int:
         topo, workload, events = prepare_workload(args)
         target = resolve_target(args.target)
         run_dir = Path(args.results) / time.strftime(
-            f"%Y%m%d-%H%M%S-{topo.name}-{args.workload}-{topo.fabric.spray}-{topo.fabric.cc}")
+            f"%Y%m%d-%H%M%S-{topo.name}-{args.workload.partition(':')[0]}-"  # train:/trace:
+            f"{topo.fabric.spray}-{topo.fabric.cc}")
         cfg = RunConfig(topo=topo, target=target, workload=workload, cc=topo.fabric.cc,
                         run_dir=run_dir, events=events, pcap=args.pcap,
                         switch_log=args.switch_log, secure=args.secure,

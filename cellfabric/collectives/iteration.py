@@ -208,21 +208,23 @@ def iteration_section(w: Workload, metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def format_iteration(section: dict[str, Any], limit: int = 12) -> str:
-    """The report's lines: the total, the slowest rank, the slowest collectives."""
+    """The report's lines: the total, the slowest rank, the slowest collectives (times in
+    us in the simulator's microsecond runs, in ms in the emulation's)."""
     total, slow = section.get("communication_time_s"), section.get("slowest_rank")
     rows = section.get("collectives", [])
+    unit, scale = ("ms", 1e3) if (total or 0.0) >= 1e-2 else ("us", 1e6)
     lines = [f"  iteration: {len(rows)} collectives in {section.get('phases')} phases, "
              f"{section.get('steps')} steps, communication "
-             + (f"{1e6 * total:.2f} us" if total is not None else "incomplete")]
+             + (f"{scale * total:.2f} {unit}" if total is not None else "incomplete")]
     if slow:
         lines.append(f"  slowest rank {slow['rank']} ({slow['host']}): "
-                     f"{1e6 * slow['time_s']:.2f} us communicating")
+                     f"{scale * slow['time_s']:.2f} {unit} communicating")
     timed = sorted((r for r in rows if r["time_s"]), key=lambda r: -r["time_s"])[:limit]
     if timed:
-        lines.append(f"  {'#':>4} {'op':<15} {'ranks':>5} {'bytes':>10} {'time us':>10} "
-                     f"{'algbw':>7} {'busbw':>7}  what")
+        lines.append(f"  {'#':>4} {'op':<15} {'ranks':>5} {'bytes':>10} {'time ' + unit:>10} "
+                     f"{'algbw':>7} {'busbw':>7}  (GB/s) what")
     for r in timed:
         lines.append(f"  {r['index']:>4} {r['op']:<15} {r['group_size']:>5} {r['bytes']:>10} "
-                     f"{1e6 * r['time_s']:>10.2f} {r['algbw_gbps']:>7.2f} "
-                     f"{r['busbw_gbps']:>7.2f}  {r['label']}")
+                     f"{scale * r['time_s']:>10.2f} {r['algbw_gbps']:>7.3f} "
+                     f"{r['busbw_gbps']:>7.3f}  {r['label']}")
     return "\n".join(lines)

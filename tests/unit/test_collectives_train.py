@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from cellfabric.collectives import verify
-from cellfabric.collectives.iteration import Call, iteration_section, lower_iteration
+from cellfabric.collectives.iteration import (
+    Call,
+    format_iteration,
+    iteration_section,
+    lower_iteration,
+)
 from cellfabric.collectives.train import iteration_calls, parse_model
 from cellfabric.core.workloads import WORKLOADS, WorkloadError, make_workload
 
@@ -161,3 +166,19 @@ def test_tp_groups_must_stay_inside_a_server() -> None:
         make_workload(f"train:{SMALL}", HOSTS, 1, 1, server_of=servers)
     ok = {h: f"server{i // 4}" for i, h in enumerate(HOSTS)}
     assert make_workload(f"train:{SMALL}", HOSTS, 1, 1, server_of=ok).steps
+
+
+def test_the_reports_lines_name_the_slowest_collectives_first() -> None:
+    row = {"op": "all-reduce", "group_size": 4, "bytes": 1000, "algbw_gbps": 1.0,
+           "busbw_gbps": 1.5, "label": ""}
+    section = {"communication_time_s": 30e-6, "phases": 2, "steps": 3,
+               "slowest_rank": {"rank": 2, "host": "h3", "time_s": 25e-6},
+               "collectives": [{**row, "index": 0, "time_s": 10e-6},
+                               {**row, "index": 1, "time_s": 20e-6, "label": "dp bucket0"}]}
+    lines = format_iteration(section).splitlines()
+    assert lines[0].endswith("2 collectives in 2 phases, 3 steps, communication 30.00 us")
+    assert lines[1].strip() == "slowest rank 2 (h3): 25.00 us communicating"
+    assert lines[3].split()[0] == "1" and lines[3].endswith("dp bucket0")
+    assert lines[4].split()[0] == "0"
+    section["communication_time_s"] = 0.5  # an emulated run's: milliseconds
+    assert format_iteration(section).splitlines()[0].endswith("communication 500.00 ms")

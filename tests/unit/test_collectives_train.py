@@ -182,3 +182,23 @@ def test_the_reports_lines_name_the_slowest_collectives_first() -> None:
     assert lines[4].split()[0] == "0"
     section["communication_time_s"] = 0.5  # an emulated run's: milliseconds
     assert format_iteration(section).splitlines()[0].endswith("communication 500.00 ms")
+
+
+def test_gpus_per_server_groups_consecutive_hosts(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from cellfabric.run_cli import servers_by_count
+    from cellfabric.sim.cli import sim_main
+
+    assert servers_by_count(HOSTS[:5], 2) == {"h1": "server0", "h2": "server0",
+                                              "h3": "server1", "h4": "server1",
+                                              "h5": "server2"}
+    assert servers_by_count(HOSTS, None) is None
+    with pytest.raises(ValueError, match="--gpus-per-server 0: expected at least 1"):
+        servers_by_count(HOSTS, 0)
+    # leaf-spine's 4 hosts, 3 to a server: the second TP pair (h3, h4) would span two
+    assert sim_main(["leaf-spine", "--workload", "train:layers=2,hidden=8,tp=2,dp=2",
+                     "--gpus-per-server", "3", "--quiet",
+                     "--results", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "tp 2 group h3, h4 spans servers server0, server1" in err and "\n" not in err
+    assert not (tmp_path / "results").exists()

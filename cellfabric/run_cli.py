@@ -11,12 +11,19 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from cellfabric.core.workloads import WORKLOADS, Workload, WorkloadError, make_workload
+from cellfabric.core.workloads import (
+    PREFIXED,
+    WORKLOADS,
+    Workload,
+    WorkloadError,
+    make_workload,
+)
 from controlplane.errors import ControlPlaneError
 from netlab.targets import ToolchainError, resolve_target
 from topologies.catalog import resolve_topology
 from topologies.generators import SPEC_HELP
 from topologies.model import CC_MODES, SPRAY_MODES, Topology, TopologyError
+from topologies.servers import ranks
 
 TOPOLOGY_HELP = ("topology file, shipped name (leaf-spine, fat-tree, ...) or generator spec: "
                  + SPEC_HELP + "; default leaf-spine")
@@ -110,6 +117,8 @@ def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list
     # every GPU to another server's (over the fabric, not within its server) and a ring
     # visits one GPU of each server in turn, as an inter-server ring does
     leaf_of = {h: topo.hosts[h].server or topo.hosts[h].leaves[0] for h in hosts}
+    if topo.servers and args.workload.partition(":")[0] in PREFIXED:
+        hosts = [r.host for r in ranks(topo)]  # train:/trace: ranks, a server's GPUs in order
     workload = make_workload(args.workload, hosts, args.size, args.count,
                              senders=args.senders, leaf_of=leaf_of, seed=args.seed,
                              load=args.load, pod_of=pods_of_leaves(topo),
@@ -135,7 +144,7 @@ def servers_by_count(hosts: list[str], gpus: int | None) -> dict[str, str] | Non
 def servers_in(topo: Topology, hosts: list[str]) -> dict[str, str] | None:
     """Host -> the AI server it is a GPU of, when the topology names servers (rail fabrics);
     None when it names none."""
-    named = {h: getattr(topo.hosts[h], "server", None) for h in hosts}
+    named = {h: topo.hosts[h].server for h in hosts}
     return {h: s for h, s in named.items() if s} or None
 
 

@@ -1,8 +1,10 @@
 """``--workload train:SPEC`` and ``--workload trace:FILE`` as the harness's workloads.
 
-Ranks are the fabric's hosts in order (the first ``tp x pp x dp`` of them for a model; the
-others stay idle); a rank's server is the host's ``server_of`` (``--gpus-per-server G``:
-G consecutive hosts per server), else its leaf. A model's TP groups must each lie inside
+Ranks are the fabric's hosts in the order given (the first ``tp x pp x dp`` of them for a
+model; the others stay idle): on a fabric of AI servers, its servers' GPUs in order
+(``topologies.servers.ranks``, chosen by `run_cli.prepare_workload`). A rank's server is the
+host's ``server_of`` (its AI server, or ``--gpus-per-server G``: G consecutive hosts per
+server), else its leaf. A model's TP groups must each lie inside
 one server when servers are given (TP traffic is the intra-server kind).
 """
 

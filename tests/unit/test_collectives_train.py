@@ -11,6 +11,7 @@ import pytest
 from cellfabric.collectives import verify
 from cellfabric.collectives.iteration import (
     Call,
+    IterationWorkload,
     format_iteration,
     iteration_section,
     lower_iteration,
@@ -202,3 +203,20 @@ def test_gpus_per_server_groups_consecutive_hosts(tmp_path: Path,
     err = capsys.readouterr().err.strip()
     assert "tp 2 group h3, h4 spans servers server0, server1" in err and "\n" not in err
     assert not (tmp_path / "results").exists()
+
+
+def test_a_rail_fabrics_servers_hold_the_tp_groups() -> None:
+    """rail-2x4: servers sv1 (h1-h4) and sv2 (h5-h8). Ranks are its servers' GPUs in order,
+    so tp=4 is one server each; tp=8 would span both."""
+    from cellfabric.run_cli import prepare_workload
+    from cellfabric.sim.cli import _parser
+
+    def workload(spec: str) -> IterationWorkload:
+        return prepare_workload(_parser().parse_args(["rail-2x4", "--workload", spec]))[1]
+
+    w = workload("train:layers=2,hidden=8,tp=4,dp=2")
+    tp = {tuple(w.hosts[r] for r in pc.call.group) for pc in w.calls
+          if pc.call.label.startswith("tp ")}
+    assert tp == {("h1", "h2", "h3", "h4"), ("h5", "h6", "h7", "h8")}
+    with pytest.raises(WorkloadError, match=r"tp 8 group h1, .*, h8 spans servers sv1, sv2"):
+        workload("train:layers=2,hidden=8,tp=8")

@@ -11,12 +11,19 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from cellfabric.core.workloads import WORKLOADS, Workload, WorkloadError, make_workload
+from cellfabric.core.workloads import (
+    PREFIXED,
+    WORKLOADS,
+    Workload,
+    WorkloadError,
+    make_workload,
+)
 from controlplane.errors import ControlPlaneError
 from netlab.targets import ToolchainError, resolve_target
 from topologies.catalog import resolve_topology
 from topologies.generators import SPEC_HELP
 from topologies.model import CC_MODES, SPRAY_MODES, Topology, TopologyError
+from topologies.servers import ranks
 
 TOPOLOGY_HELP = ("topology file, shipped name (leaf-spine, fat-tree, ...) or generator spec: "
                  + SPEC_HELP + "; default leaf-spine")
@@ -71,6 +78,9 @@ def add_workload_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--chunk-size", type=int, default=None, metavar="BYTES",
                     help="collective workloads: pipeline each step in chunks of at most "
                          "BYTES (default: one chunk per step)")
+    ap.add_argument("--gpus-per-server", type=int, default=None, metavar="G",
+                    help="collective and train:/trace: workloads: G consecutive hosts (ranks) "
+                         "per server (default: a server per leaf)")
     ap.add_argument("--fail", action="append", default=[], metavar="LINK|SWITCH@T[:T_UP]",
                     help=FAIL_HELP)
     ap.add_argument("--credit-unscheduled", default="auto", metavar="auto|CELLS",
@@ -107,15 +117,35 @@ def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list
     # every GPU to another server's (over the fabric, not within its server) and a ring
     # visits one GPU of each server in turn, as an inter-server ring does
     leaf_of = {h: topo.hosts[h].server or topo.hosts[h].leaves[0] for h in hosts}
+    if topo.servers and args.workload.partition(":")[0] in PREFIXED:
+        hosts = [r.host for r in ranks(topo)]  # train:/trace: ranks, a server's GPUs in order
     workload = make_workload(args.workload, hosts, args.size, args.count,
                              senders=args.senders, leaf_of=leaf_of, seed=args.seed,
                              load=args.load, pod_of=pods_of_leaves(topo),
-                             channels=args.channels, chunk_size=args.chunk_size)
+                             channels=args.channels, chunk_size=args.chunk_size,
+                             server_of=servers_by_count(hosts, args.gpus_per_server)
+                             or servers_in(topo, hosts))
     events = [ev for spec in args.fail for ev in parse_fail(spec, topo)]
     for ev in events:
         for link in ev.links:
             topo.link(link)  # an unknown link is a one-line TopologyError here
     return topo, workload, events
+
+
+def servers_by_count(hosts: list[str], gpus: int | None) -> dict[str, str] | None:
+    """``--gpus-per-server G``: hosts in order, G to a server (server0, server1, ...)."""
+    if gpus is None:
+        return None
+    if gpus < 1:
+        raise ValueError(f"--gpus-per-server {gpus}: expected at least 1")
+    return {h: f"server{i // gpus}" for i, h in enumerate(hosts)}
+
+
+def servers_in(topo: Topology, hosts: list[str]) -> dict[str, str] | None:
+    """Host -> the AI server it is a GPU of, when the topology names servers (rail fabrics);
+    None when it names none."""
+    named = {h: topo.hosts[h].server for h in hosts}
+    return {h: s for h, s in named.items() if s} or None
 
 
 def pods_of_leaves(topo: Topology) -> dict[str, str]:
@@ -165,7 +195,8 @@ def run_main(argv: list[str]) -> int:
         topo, workload, events = prepare_workload(args)
         target = resolve_target(args.target)
         run_dir = Path(args.results) / time.strftime(
-            f"%Y%m%d-%H%M%S-{topo.name}-{args.workload}-{topo.fabric.spray}-{topo.fabric.cc}")
+            f"%Y%m%d-%H%M%S-{topo.name}-{args.workload.partition(':')[0]}-"  # train:/trace:
+            f"{topo.fabric.spray}-{topo.fabric.cc}")
         cfg = RunConfig(topo=topo, target=target, workload=workload, cc=topo.fabric.cc,
                         run_dir=run_dir, events=events, pcap=args.pcap,
                         switch_log=args.switch_log, secure=args.secure,

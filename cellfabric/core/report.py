@@ -43,6 +43,9 @@ class RunMetrics:
     # carried over the whole workload; link_accounting() derives loads and balance from it
     link_load: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
+    # train:/trace: workloads: communication time, per collective, slowest rank
+    # (cellfabric.collectives.iteration.iteration_section)
+    iteration: dict[str, Any] = field(default_factory=dict)
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -326,6 +329,10 @@ def format_summary(m: RunMetrics) -> str:
         took = (f.get("since_last_progress_s") or 0.0) + (f.get("recovered_s") or 0.0)
         lines.append(f"  host failover on {f.get('port', '?')} ({f.get('reason', '?')}): "
                      f"{1000 * took:.1f} ms from last progress to recovery")
+    if m.iteration:
+        from cellfabric.collectives.iteration import format_iteration
+
+        lines.append(format_iteration(m.iteration))
     reasons = run.get("invalid_reasons") or []
     if reasons:
         lines.append("  RUN INVALID: the machine could not keep up with the configured rates:")

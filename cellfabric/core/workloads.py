@@ -231,7 +231,32 @@ def _register_collectives() -> tuple[str, ...]:
 
 
 COLLECTIVE_WORKLOADS = _register_collectives()
-WORKLOADS = tuple(REGISTRY)
+
+
+def _iteration(kind: str) -> Callable[[str, WorkloadRequest], Workload]:
+    """``train:SPEC`` (a model description) and ``trace:FILE`` (a JSON list of collectives):
+    a sequence of collectives over the hosts as ranks (cellfabric.collectives.iteration)."""
+    def build(arg: str, r: WorkloadRequest) -> Workload:
+        from cellfabric.collectives.workload import iteration_workload
+
+        return iteration_workload(kind, arg, r)
+    return build
+
+
+# --workload PREFIX:ARGUMENT
+PREFIXED: dict[str, Callable[[str, WorkloadRequest], Workload]] = {
+    "train": _iteration("train"), "trace": _iteration("trace")}
+
+
+class _WorkloadNames(tuple):
+    """The registry's names; ``in`` also accepts PREFIX:ARGUMENT (argparse's choices)."""
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or (
+            isinstance(name, str) and name.partition(":")[0] in PREFIXED and ":" in name)
+
+
+WORKLOADS = _WorkloadNames(list(REGISTRY) + [f"{p}:..." for p in PREFIXED])
 LOAD_WORKLOADS = tuple(name for name, kind in REGISTRY.items() if kind.takes_load)
 
 
@@ -241,6 +266,13 @@ def make_workload(name: str, hosts: list[str], size: int, count: int,
                   pod_of: dict[str, str] | None = None, channels: int | None = None,
                   chunk_size: int | None = None,
                   server_of: dict[str, str] | None = None) -> Workload:
+    prefix, _, argument = name.partition(":")
+    if argument and prefix in PREFIXED:
+        if load is not None:
+            raise WorkloadError(f"--load does not apply to --workload {prefix}:")
+        return PREFIXED[prefix](argument, WorkloadRequest(
+            hosts, size, count, senders, leaf_of, pod_of, seed, 0.0,
+            1 if channels is None else channels, chunk_size, server_of))
     kind = REGISTRY.get(name)
     if kind is None:
         raise WorkloadError(f"unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cellfabric.collectives.iteration import iteration_section
 from cellfabric.core import linkload
 from cellfabric.core.config import FABRIC_P4, ROOT, LinkEvent
 from cellfabric.core.experiment import run_experiment, run_header
@@ -471,6 +472,8 @@ def execute(cfg: RunConfig) -> tuple[RunMetrics, Path]:
     finally:
         signal.signal(signal.SIGTERM, old)
         signal.signal(signal.SIGINT, old_int)
+    metrics.iteration = iteration_section(cfg.workload, {"steps": metrics.steps,
+                                                         "messages": metrics.messages})
     path = write_report(metrics, cfg.run_dir)
     return metrics, path
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cellfabric.collectives.iteration import iteration_section
 from cellfabric.core import linkload
 from cellfabric.core.config import FABRIC_P4, LinkEvent
 from cellfabric.core.counters import drop_counters, switch_ports
@@ -442,4 +443,6 @@ def execute_sim(cfg: SimConfig) -> tuple[RunMetrics, Path]:
         run.collector_policy.quiet()
         peaks = m.run["sim"]["peak_queue_packets"]
         exact = {"peak_queue_depth": max(peaks.values())} if peaks else {}
+        m.iteration = iteration_section(cfg.workload, {"steps": m.steps,
+                                                       "messages": m.messages})
         return m, write_report(m, cfg.run_dir, exact)

@@ -4,11 +4,12 @@ chunk's bytes as a message's size. The harness's barrier per step is stricter th
 (a send waits for its whole level, not only for its own dependencies), so a run's time is
 an upper bound of the schedule's on that fabric.
 
-The harness keys a step's flows by (source, destination): sends of one level between the
-same two ranks (the same pair on several channels) become one Transfer of that many
-messages (one message of their total when their sizes differ). Sends of 0 bytes (chunks of
-a buffer smaller than the chunk count) move nothing and are left out, and so are levels
-left empty.
+A step's flows are keyed by (source, destination, channel): sends of one level and one
+channel between the same two ranks become one Transfer of that many messages (one message
+of their total when their sizes differ); another channel's sends between that pair are a
+Transfer of their own (its own queue pair and UDP source port, so the fabric can hash it
+elsewhere, and the channel scheduler can place it). Sends of 0 bytes (chunks of a buffer
+smaller than the chunk count) move nothing and are left out, and so are levels left empty.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ def lower(schedule: Schedule, hosts: Sequence[str], name: str) -> Workload:
                             f"{schedule.nranks} ranks")
     steps: list[Step] = []
     for level in schedule.levels():
-        sizes: dict[tuple[str, str], list[int]] = {}
+        sizes: dict[tuple[str, str, int], list[int]] = {}
         for send in level:
             if send.nbytes:
-                sizes.setdefault((hosts[send.src], hosts[send.dst]), []).append(send.nbytes)
-        transfers = tuple(Transfer(src, dst, got[0], len(got)) if len(set(got)) == 1
-                          else Transfer(src, dst, sum(got), 1)
-                          for (src, dst), got in sizes.items())
+                key = (hosts[send.src], hosts[send.dst], send.channel)
+                sizes.setdefault(key, []).append(send.nbytes)
+        transfers = tuple(Transfer(src, dst, got[0], len(got), channel=ch)
+                          if len(set(got)) == 1 else Transfer(src, dst, sum(got), 1, channel=ch)
+                          for (src, dst, ch), got in sizes.items())
         if transfers:
             steps.append(Step(transfers))
     return Workload(name, tuple(steps))

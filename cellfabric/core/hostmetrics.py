@@ -9,6 +9,7 @@ from typing import Any
 from cellfabric.core.hostplan import (
     StepPlan,
     cells_for,
+    flow_key,
     host_line_rate,
     host_link_bps,
     read_metrics,
@@ -36,6 +37,7 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
     receiver and its ACK's way back; the sender's message time ends at that ACK). The
     simulator knows it exactly at data-center settings, where a round trip is a hundred cell
     times; in the emulation (packet mode) it is far below one cell time and taken as 0."""
+    multi_step = len(steps) > 1
     for plan in steps:
         # Flows share a host's NIC, or (within a server) the NVLink between two GPUs.
         share_dst: dict[tuple[str, str], int] = {}
@@ -67,6 +69,7 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                 line = rate  # an NVLink: its own rate, no NIC link's
             pace = max(rate, line) if share > 1 else rate
             work = cells / pace
+            key = flow_key(t, plan.index, multi_step)
             fcts = data.get("fct_list_s") or []
             done = int(data.get("messages_completed", 0))
             for k in range(t.count):
@@ -77,9 +80,8 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                                    "step": plan.index, "fct_s": fct, "ideal_s": ideal,
                                    "base_latency_s": base, "share": share,
                                    "bottleneck": bottleneck, "work_s": work,
-                                   "slot_s": 1 / pace})
-            key = f"{t.src}->{t.dst}"
-            m.flows[key] = {"samples": _rate_samples(data, topo.fabric.cell_size),
+                                   "slot_s": 1 / pace, "flow": key})
+            m.flows[key] = {"step": plan.index, "channel": t.channel,"samples": _rate_samples(data, topo.fabric.cell_size),
                             "flow_time_s": data.get("flow_time_s"),
                             "flow_start_s": data.get("flow_start_s"),
                             "bytes": t.size * done,

@@ -151,6 +151,14 @@ def flow_sport(src: str, dst: str, qp: int) -> int:
     return 49152 + (digest >> 7) % 16384
 
 
+def flow_key(t: Transfer, step: int, multi_step: bool) -> str:
+    """A flow's key in the metrics: ``src->dst``, ``#cN`` for a channel other than 0 (two
+    channels' flows between one pair are two flows) and ``@stepI`` in a workload of several
+    steps (the same pair sends again in later steps; one key per pair kept only the last)."""
+    key = f"{t.src}->{t.dst}" + (f"#c{t.channel}" if t.channel else "")
+    return key + (f"@step{step}" if multi_step else "")
+
+
 def host_reports(topo: Topology) -> bool:
     """Host-sink INT with a collector: senders add INT, receivers report the stacks."""
     return topo.fabric.int.mode == "host-sink" and topo.fabric.int.collector is not None
@@ -193,7 +201,8 @@ def plan_step(topo: Topology, step: Step, index: int, out_dir: Path, ifname_of,
         plan.receivers.append(HostPlan(dst, cfg, out_dir / f"step{index}-recv-{dst}.json"))
     for n, t in enumerate(step.transfers):
         cfg = _sender(topo, step, t, qp_base + n, ifname_of, algo, credit_unscheduled, depth)
-        metrics = out_dir / f"step{index}-send-{t.src}-{t.dst}.json"
+        channel = f"-c{t.channel}" if t.channel else ""
+        metrics = out_dir / f"step{index}-send-{t.src}-{t.dst}{channel}.json"
         plan.senders.append(HostPlan(t.src, cfg, metrics, transfer=t))
     return plan
 

@@ -71,6 +71,8 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
     s["slowdown_p99"] = percentile(slowdowns, 99)
     retx, sent = retransmission_totals(m.flows)
     s["retransmitted_cells"], s["cells_sent"] = retx, sent
+    # what the flow figures (cells sent, retransmits, goodput fraction) count over
+    s["flow_figures_over"] = _flow_interval(m)
     s["duplicate_cells"] = sum(int(r.get("duplicates", 0)) for r in m.reorder.values())
     if queue_drops_measured(m.drops):
         s["cells_dropped"] = sum(d.get("queue_drops", 0) for d in m.drops.values())
@@ -94,6 +96,12 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
     s.update(offered_load(m))
     s["valid"] = not m.run.get("invalid_reasons")
     return s
+
+
+def _flow_interval(m: RunMetrics) -> str:
+    steps = {msg.get("step", 0) for msg in m.messages}
+    return (f"every flow of all {len(steps)} steps ({len(m.flows)} flow records)"
+            if len(steps) > 1 else f"the workload's {len(m.flows)} flows")
 
 
 def offered_load(m: RunMetrics) -> dict[str, Any]:
@@ -165,15 +173,17 @@ def goodput_fraction(m: RunMetrics) -> float:
     over a fast idle path read 100.02%). 0.0 when a flow did not finish."""
     by_flow: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for msg in m.messages:
-        by_flow.setdefault((msg.get("step", 0), f"{msg['src']}->{msg['dst']}"), []).append(msg)
+        key = msg.get("flow") or f"{msg['src']}->{msg['dst']}"
+        by_flow.setdefault((msg.get("step", 0), key), []).append(msg)
     steps = {step for step, _ in by_flow}
+    # Messages name their flow's record (hostmetrics.flow_key, one per step and channel);
+    # older metrics kept one record per src->dst pair, the last step's
+    keyed = all("flow" in msg for msg in m.messages)
     groups: dict[tuple[int, str], _Bottleneck] = {}
     for (step, key), msgs in by_flow.items():
         if any(x["fct_s"] is None for x in msgs):
             return 0.0
-        # m.flows holds one record per src->dst pair (the last step's), so with several
-        # steps a flow's time is its slowest message's
-        rec = m.flows.get(key, {}) if len(steps) == 1 else {}
+        rec = m.flows.get(key, {}) if keyed or len(steps) == 1 else {}
         flow_time = rec.get("flow_time_s") or max(x["fct_s"] for x in msgs)
         base = min(x.get("base_latency_s") or 0.0 for x in msgs)
         # a message's cells at its own pace: its ideal less the idle path, per share

@@ -32,6 +32,9 @@ class Transfer:
     sport: int | None = None  # UDP source port (default: chosen per flow by the runner)
     load: float = 0.0  # fraction of the sender's link rate this flow offers; 0 = back to back
     arrival_seed: int = 0  # seed of this flow's arrival process (with load)
+    # collective workloads: the channel (NCCL's ring or tree) the flow belongs to; two
+    # channels' sends between one pair of hosts are two flows, each on its own queue pair
+    channel: int = 0
 
 
 @dataclass(frozen=True)

@@ -35,14 +35,18 @@ def test_a_ring_is_2_n_minus_1_steps_of_one_hop_each() -> None:
     assert w.total_bytes == 2 * 4 * 1000
 
 
-def test_channels_between_one_pair_share_a_transfer() -> None:
-    """Two rings in rank order send the same hops: per step, one transfer of 2 messages."""
+def test_channels_between_one_pair_are_transfers_of_their_own() -> None:
+    """Two rings in rank order send the same hops: per step, each pair sends one transfer
+    per channel (its own queue pair and source port), never one merged transfer."""
     w = make_workload("allreduce-ring", HOSTS, 1000, 1, channels=2)
     assert len(w.steps) == 8
-    assert {(t.size, t.count) for s in w.steps for t in s.transfers} == {(100, 2)}
+    for step in w.steps:
+        assert sorted((t.src, t.dst, t.channel) for t in step.transfers) == sorted(
+            (HOSTS[i], HOSTS[(i + 1) % 5], c) for i in range(5) for c in (0, 1))
+        assert {(t.size, t.count) for t in step.transfers} == {(100, 1)}
     uneven = make_workload("allreduce-ring", HOSTS, 1003, 1, channels=2)
     sizes = {(t.size, t.count) for s in uneven.steps for t in s.transfers}
-    assert (201, 1) in sizes and (100, 2) in sizes  # 101 + 100 bytes: one message of 201
+    assert sizes == {(101, 1), (100, 1)}  # 502 and 501 bytes per channel, in 5 chunks
     assert uneven.total_bytes == 2 * 4 * 1003
 
 

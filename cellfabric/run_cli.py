@@ -11,7 +11,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from cellfabric.collectives.scheduler import ChannelScheduler
 from cellfabric.core.workloads import (
+    COLLECTIVE_WORKLOADS,
     PREFIXED,
     WORKLOADS,
     Workload,
@@ -81,6 +83,12 @@ def add_workload_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--gpus-per-server", type=int, default=None, metavar="G",
                     help="collective and train:/trace: workloads: G consecutive hosts (ranks) "
                          "per server (default: a server per leaf)")
+    ap.add_argument("--channel-policy", default=None, metavar="static|topology|dynamic",
+                    help="collective workloads: how channels are placed: 'static' (as NCCL: "
+                         "rank order, paths by the fabric's hash), 'topology' (rails "
+                         "respected, concurrent sends on disjoint uplinks), 'dynamic' "
+                         "(topology's, re-planned each step around failed links and deep "
+                         "queues); default: none, the plain lowering")
     ap.add_argument("--fail", action="append", default=[], metavar="LINK|SWITCH@T[:T_UP]",
                     help=FAIL_HELP)
     ap.add_argument("--credit-unscheduled", default="auto", metavar="auto|CELLS",
@@ -109,6 +117,14 @@ def parse_credit_unscheduled(text: str) -> int | None:
 def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list]:
     """Topology (with the --spray/--cc overrides), workload and link events of a command
     line; raises TopologyError, WorkloadError or ValueError with a one-line message."""
+    topo, workload, events, _ = prepare_scheduled_workload(args)
+    return topo, workload, events
+
+
+def prepare_scheduled_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list,
+                                                                  ChannelScheduler | None]:
+    """prepare_workload's, and the channel scheduler of ``--channel-policy`` (None without
+    one): its rank orders are built into the workload, its paths placed step by step."""
     topo = resolve_topology(args.topology)
     topo.fabric = replace(topo.fabric, spray=args.spray or topo.fabric.spray,
                           cc=args.cc or topo.fabric.cc)
@@ -119,17 +135,30 @@ def prepare_workload(args: argparse.Namespace) -> tuple[Topology, Workload, list
     leaf_of = {h: topo.hosts[h].server or topo.hosts[h].leaves[0] for h in hosts}
     if topo.servers and args.workload.partition(":")[0] in PREFIXED:
         hosts = [r.host for r in ranks(topo)]  # train:/trace: ranks, a server's GPUs in order
+    scheduler = _channel_scheduler(args, topo, hosts)
     workload = make_workload(args.workload, hosts, args.size, args.count,
                              senders=args.senders, leaf_of=leaf_of, seed=args.seed,
                              load=args.load, pod_of=pods_of_leaves(topo),
                              channels=args.channels, chunk_size=args.chunk_size,
                              server_of=servers_by_count(hosts, args.gpus_per_server)
-                             or servers_in(topo, hosts))
+                             or servers_in(topo, hosts),
+                             order=scheduler.order if scheduler else None)
     events = [ev for spec in args.fail for ev in parse_fail(spec, topo)]
     for ev in events:
         for link in ev.links:
             topo.link(link)  # an unknown link is a one-line TopologyError here
-    return topo, workload, events
+    return topo, workload, events, scheduler
+
+
+def _channel_scheduler(args: argparse.Namespace, topo: Topology,
+                       hosts: list[str]) -> ChannelScheduler | None:
+    policy = getattr(args, "channel_policy", None)
+    if policy is None:
+        return None
+    if args.workload not in COLLECTIVE_WORKLOADS:
+        raise WorkloadError(f"--channel-policy applies to the collective workloads "
+                            f"({', '.join(COLLECTIVE_WORKLOADS)}), not to {args.workload}")
+    return ChannelScheduler(policy, topo, hosts)
 
 
 def servers_by_count(hosts: list[str], gpus: int | None) -> dict[str, str] | None:

@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cellfabric.collectives.registry import ALGORITHMS, build
-from cellfabric.collectives.schedule import CollectiveSpec, Schedule, ScheduleError
+from cellfabric.collectives.schedule import (
+    CollectiveSpec,
+    OrderFn,
+    Schedule,
+    ScheduleError,
+    rank_order,
+)
 from cellfabric.core.workloads import Step, Transfer, Workload, WorkloadError
 
 
@@ -42,16 +48,18 @@ def lower(schedule: Schedule, hosts: Sequence[str], name: str) -> Workload:
 
 def collective_workload(algorithm: str, hosts: Sequence[str], size: int, channels: int = 1,
                         chunk_size: int | None = None,
-                        server_of: dict[str, str] | None = None) -> Workload:
+                        server_of: dict[str, str] | None = None,
+                        order: OrderFn | None = None) -> Workload:
     """``hosts`` are the ranks in order; ``size`` nccl-tests' size of the collective;
-    ``server_of`` host -> server (hierarchical algorithms)."""
+    ``server_of`` host -> server (hierarchical algorithms); ``order`` each channel's rank
+    order (the channel scheduler's; default rank order)."""
     algo = ALGORITHMS[algorithm]
     if len(hosts) < 2:
         raise WorkloadError(f"{algo.workload} needs at least 2 hosts")
     servers = tuple(server_of.get(h, h) for h in hosts) if server_of else None
     try:
         schedule = build(algorithm, CollectiveSpec(len(hosts), size, channels, chunk_size,
-                                                   servers=servers))
+                                                   servers=servers, order=order or rank_order))
     except ScheduleError as exc:
         raise WorkloadError(f"--workload {algo.workload}: {exc}") from None
     return lower(schedule, hosts, algo.workload)

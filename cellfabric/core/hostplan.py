@@ -247,8 +247,9 @@ def _sender(topo: Topology, step: Step, t: Transfer, qp: int, ifname_of, algo: C
         dst_macs = [topo.hosts[t.dst].nic_mac(topo.nvlink_port(t.dst, t.src) - 1)]
     else:
         rate = host_line_rate(topo, t.src)
-        nics = range(len(src.leaves))
-        dst_macs = [router_mac(topo.switches[leaf].device_id) for leaf in src.leaves]
+        # a channel scheduler may keep a flow off a NIC port (one that failed)
+        nics = list(t.nics) if t.nics else range(len(src.leaves))
+        dst_macs = [router_mac(topo.switches[src.leaves[i]].device_id) for i in nics]
     timers = timing_args(rate, depth)
     cfg = SenderConfig(
         ifaces=[ifname_of(t.src, i) for i in nics], dst_macs=dst_macs,

@@ -35,6 +35,8 @@ class Transfer:
     # collective workloads: the channel (NCCL's ring or tree) the flow belongs to; two
     # channels' sends between one pair of hosts are two flows, each on its own queue pair
     channel: int = 0
+    # the NIC ports (indices into the host's leaves) the sender uses; None: all of them
+    nics: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,8 @@ class WorkloadRequest:
     channels: int = 1  # collective workloads: NCCL-style parallel rings/trees
     chunk_size: int | None = None  # collective workloads: pipelining slice in bytes
     server_of: dict[str, str] | None = None  # host -> server (hierarchical collectives)
+    # collective workloads: each channel's rank order (the channel scheduler's; None: rank order)
+    order: Callable[[int, list[int]], list[int]] | None = None
 
 
 class WorkloadKind(NamedTuple):
@@ -221,7 +225,7 @@ def _collective(algorithm: str) -> WorkloadKind:
         from cellfabric.collectives.lower import collective_workload
 
         return collective_workload(algorithm, r.hosts, r.size, r.channels, r.chunk_size,
-                                   r.server_of or r.leaf_of)
+                                   r.server_of or r.leaf_of, order=r.order)
     return WorkloadKind(build, False)
 
 
@@ -268,7 +272,8 @@ def make_workload(name: str, hosts: list[str], size: int, count: int,
                   seed: int = 1, load: float | None = None,
                   pod_of: dict[str, str] | None = None, channels: int | None = None,
                   chunk_size: int | None = None,
-                  server_of: dict[str, str] | None = None) -> Workload:
+                  server_of: dict[str, str] | None = None,
+                  order: Callable[[int, list[int]], list[int]] | None = None) -> Workload:
     prefix, _, argument = name.partition(":")
     if argument and prefix in PREFIXED:
         if load is not None:
@@ -291,4 +296,4 @@ def make_workload(name: str, hosts: list[str], size: int, count: int,
             raise WorkloadError(f"--load needs --count >= 1 messages per flow (got {count})")
     return kind.build(WorkloadRequest(hosts, size, count, senders, leaf_of, pod_of, seed,
                                       load or 0.0, 1 if channels is None else channels,
-                                      chunk_size, server_of))
+                                      chunk_size, server_of, order))

@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
 def sim_main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
-        from cellfabric.run_cli import parse_credit_unscheduled, prepare_workload
+        from cellfabric.run_cli import parse_credit_unscheduled, prepare_scheduled_workload
         from cellfabric.sim.hostsetup import SimSettings
         from cellfabric.sim.run import SimConfig, execute_sim, format_sim_summary, run_name
         from netlab.targets import resolve_target
@@ -97,12 +97,12 @@ def sim_main(argv: list[str]) -> int:
             buffer_bytes=parse_bytes(args.buffer), seed=args.seed,
             until_s=parse_duration(args.until, "--until") if args.until else None,
             scale_ecn=args.ecn == "link-rate")
-        topo, workload, events = prepare_workload(args)
+        topo, workload, events, scheduler = prepare_scheduled_workload(args)
         cfg = SimConfig(topo=topo, workload=workload, cc=topo.fabric.cc, run_dir=Path("."),
                         settings=settings, target=resolve_target(args.target), events=events,
                         progress=not args.quiet,
                         credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled),
-                        trace_sample=max(0, args.trace_sample))
+                        trace_sample=max(0, args.trace_sample), scheduler=scheduler)
         cfg.run_dir = Path(args.results) / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_name(cfg)}"
         metrics, path = execute_sim(cfg)
     except (TopologyError, WorkloadError, ToolchainError, ValueError,

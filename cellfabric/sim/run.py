@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cellfabric.collectives.iteration import iteration_section
+from cellfabric.collectives.scheduler import ChannelScheduler, FabricView
 from cellfabric.core import linkload
 from cellfabric.core.config import FABRIC_P4, LinkEvent
 from cellfabric.core.counters import drop_counters, switch_ports
@@ -65,6 +66,7 @@ class SimConfig:
     progress: bool = True
     credit_unscheduled: int | None = None  # --credit-unscheduled (None: auto)
     trace_sample: int = 0  # --trace-sample N: 1 packet in N traced to run_dir/traces (0: off)
+    scheduler: ChannelScheduler | None = None  # --channel-policy: places each step's sends
 
 
 def _say(cfg: SimConfig, msg: str) -> None:
@@ -112,6 +114,8 @@ class SimRun:
         self.collector: Collector | None = None
         self.tracing: FabricTracing | None = None
         self.collector_policy = CollectorPolicy(False)  # execute_sim's replaces it
+        self.down: set[frozenset[str]] = set()  # links down now (pairs of node names)
+        self._records_seen = 0  # INT records the scheduler has looked at
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -247,6 +251,9 @@ class SimRun:
     def _begin_step(self, index: int) -> None:
         cfg = self.cfg
         step = cfg.workload.steps[index]
+        if cfg.scheduler is not None:  # the channel scheduler's hook, between steps
+            live = cfg.scheduler.policy.live
+            step = cfg.scheduler.place(index, step, self._fabric_view() if live else None)
         out = cfg.run_dir / "hosts"
         plan = plan_step(self.plan_topo, step, index, out, lambda h, i: f"{h}-eth{i}",
                          cfg.cc, self._qp, credit_unscheduled=cfg.credit_unscheduled)
@@ -255,6 +262,29 @@ class SimRun:
         self._step_start = self.engine.now
         self.running = start_step(plan, self.plan_topo, cfg.settings, cfg.cc, self.engine,
                                   self.fabric.hosts, self._sender_done)
+
+    def _fabric_view(self) -> FabricView:
+        """What the run knows before a step: the links down, and per directed switch link
+        the deepest queue the sampler (and the INT collector's hop records) saw since the
+        step before began."""
+        topo, since = self.topo, self._step_start / NS
+        peer = {(lk.a, lk.a_port): lk.b for lk in topo.links}
+        peer.update({(lk.b, lk.b_port): lk.a for lk in topo.links})
+        depth: dict[tuple[str, str], float] = {}
+        for (switch, port), samples in self.samples.depth.items():
+            seen = max((d for t, d in samples if t >= since), default=0)
+            if seen and (switch, port) in peer:
+                depth[(switch, peer[(switch, port)])] = float(seen)
+        if self.collector is not None:
+            names = {sw.node_id: name for name, sw in topo.switches.items()}
+            for rec in self.collector.records[self._records_seen:]:
+                key = (names.get(rec.get("node_id")), rec.get("egress_port"))
+                if key not in peer or rec.get("queue_occupancy") is None:
+                    continue
+                hop = (key[0], peer[key])
+                depth[hop] = max(depth.get(hop, 0.0), float(rec["queue_occupancy"]))
+            self._records_seen = len(self.collector.records)
+        return FabricView(frozenset(self.down), depth)
 
     def _sender_done(self, prog: Program) -> None:
         if not all(p.done for p in self.running):
@@ -288,7 +318,10 @@ class SimRun:
     def _link_event(self, ev: LinkEvent) -> None:
         assert self.controller is not None
         for name in ev.links:  # a switch failure takes down every link of the switch
-            self.fabric.set_link(self.topo.link(name), ev.up)
+            link = self.topo.link(name)
+            self.fabric.set_link(link, ev.up)
+            pair = frozenset((link.a, link.b))
+            self.down = self.down - {pair} if ev.up else self.down | {pair}
         self.event_log.append({"t": self.engine.clock(), "event": f"link {ev.link} "
                                f"{'up' if ev.up else 'down'} (injected)"})
         for name in ev.links:
@@ -358,6 +391,8 @@ class SimRun:
             if s.bit_rate_mode else None)
         if len(cfg.workload.steps) > 1:
             m.steps = step_durations(m, self.step_times)
+        if cfg.scheduler is not None:
+            m.run["channel_scheduler"] = cfg.scheduler.summary()
         if self.collector is not None:
             m.telemetry = self.collector.metrics(self.engine.clock())
             path = self.collector.records_path

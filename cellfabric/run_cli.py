@@ -221,7 +221,7 @@ def run_main(argv: list[str]) -> int:
     try:
         from cellfabric.emulation.runner import RunConfig, RunError, execute, print_summary
 
-        topo, workload, events = prepare_workload(args)
+        topo, workload, events, scheduler = prepare_scheduled_workload(args)
         target = resolve_target(args.target)
         run_dir = Path(args.results) / time.strftime(
             f"%Y%m%d-%H%M%S-{topo.name}-{args.workload.partition(':')[0]}-"  # train:/trace:
@@ -231,7 +231,8 @@ def run_main(argv: list[str]) -> int:
                         switch_log=args.switch_log, secure=args.secure,
                         step_timeout_s=args.step_timeout, routing=args.routing,
                         bfd_ms=args.bfd_ms,
-                        credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled))
+                        credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled),
+                        scheduler=scheduler)
         metrics, path = execute(cfg)
     except (TopologyError, WorkloadError, ToolchainError, ValueError, RunError,
             ControlPlaneError) as exc:

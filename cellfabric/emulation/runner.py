@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cellfabric.collectives.iteration import iteration_section
+from cellfabric.collectives.scheduler import ChannelScheduler, FabricView
 from cellfabric.core import linkload
 from cellfabric.core.config import FABRIC_P4, ROOT, LinkEvent
 from cellfabric.core.experiment import run_experiment, run_header
@@ -81,6 +82,7 @@ class RunConfig:
     secure: bool = False  # --secure: mutual TLS on every switch's P4Runtime (RUN/pki)
     routing: str = "central"  # --routing: central (the controller) or bgp (FRR per switch)
     bfd_ms: int = 300  # --bfd-ms: BFD transmit and receive interval (detection: 3 of them)
+    scheduler: ChannelScheduler | None = None  # --channel-policy: places each step's sends
 
 
 def _say(msg: str) -> None:
@@ -102,6 +104,7 @@ class FabricRun:
         self.step_times: list[dict[str, Any]] = []
         self.event_log: list[dict[str, Any]] = []
         self.failures: list[dict[str, Any]] = []  # injected failures and their reroute times
+        self.down: frozenset[frozenset[str]] = frozenset()  # links down (pairs of node names)
         self.t0 = 0.0
         self.collector: Any = None
         self.load_before: linkload.Snapshot | None = None
@@ -220,6 +223,10 @@ class FabricRun:
         cfg = self.cfg
         assert self.fnet is not None and self.fabric is not None
         step = cfg.workload.steps[index]
+        if cfg.scheduler is not None:
+            # the channel scheduler's hook between steps: the emulation gives it the links
+            # down (its queue telemetry is the simulator's)
+            step = cfg.scheduler.place(index, step, FabricView(down=self.down))
         plan = plan_step(self.topo, step, index, self.out, self.fnet.host_ifname, cfg.cc,
                          self._qp, credit_unscheduled=cfg.credit_unscheduled)
         self._qp += len(step.transfers)
@@ -268,6 +275,9 @@ class FabricRun:
         t_inject = time.time()
         for link in ev.links:
             self.fnet.set_link(link, ev.up)
+            spec = self.topo.link(link)
+            pair = frozenset((spec.a, spec.b))
+            self.down = self.down - {pair} if ev.up else self.down | {pair}
         what = ev.link if len(ev.links) == 1 else f"{ev.link} ({len(ev.links)} links)"
         self.event_log.append({"t": t_inject, "event": f"link {what} "
                                f"{'up' if ev.up else 'down'} (injected)"})
@@ -405,6 +415,8 @@ class FabricRun:
             m.telemetry = read_metrics(self.collector.metrics) or {}
         if len(cfg.workload.steps) > 1:
             m.steps = step_durations(m, self.step_times)
+        if cfg.scheduler is not None:
+            m.run["channel_scheduler"] = cfg.scheduler.summary()
         return m
 
     def _add_unread_frames(self, m: RunMetrics, service: dict[str, dict[int, dict]]) -> None:

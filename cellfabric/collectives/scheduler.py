@@ -62,11 +62,18 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
 
 
 def candidate_port(src: str, dst: str, channel: int, k: int) -> int:
+    """The k-th source port tried for a channel's send (spread over the RoCEv2 range as
+    hostplan.flow_sport spreads its ports: CRC hashes are linear, consecutive ports are not
+    independent draws)."""
     digest = zlib.crc32(f"{src}>{dst}/c{channel}/{k}".encode()) * 2654435761
     return 49152 + (digest >> 7) % 16384
 
 
 class ChannelScheduler:
+    """One run's scheduler: ``order`` is the collective's rank-order hook, ``place`` the
+    runners' hook before each step (plans are cached per step shape, links down and hot
+    links, so a ring's identical steps are planned once)."""
+
     def __init__(self, policy: str, topo: Topology, hosts: Sequence[str]) -> None:
         if policy not in POLICIES:
             raise WorkloadError(f"--channel-policy {policy}: expected one of "

@@ -147,7 +147,9 @@ class FabricRun:
         self.controller = self._controller_class()(
             topo, self.fabric, p4info, json_path,
             queue_setter=self._set_queue,
-            log=lambda m: self.event_log.append({"t": time.time(), "event": m}))
+            log=lambda m: self.event_log.append({"t": time.time(), "event": m}),
+            # real BMv2 cannot shrink a group in place: a reroute writes new groups
+            modify_groups=cfg.target != "bmv2")
         diffs = self.controller.up()
         total = sum(d.writes for d in diffs.values())
         _say(f"      {total} entities written to {len(diffs)} switches")

@@ -269,7 +269,8 @@ class FabricRun:
         assert self.fnet is not None and self.controller is not None
         t_inject = time.time()
         for link in ev.links:
-            self.fnet.set_link(link, ev.up)
+            self.fnet.set_link(link, ev.up, self._bmv2_port if self.cfg.target == "bmv2"
+                               else None)
         what = ev.link if len(ev.links) == 1 else f"{ev.link} ({len(ev.links)} links)"
         self.event_log.append({"t": t_inject, "event": f"link {what} "
                                f"{'up' if ev.up else 'down'} (injected)"})
@@ -290,6 +291,15 @@ class FabricRun:
                 f"{1000 * record['reroute_s']:.0f} ms (controller wrote {record['writes']} "
                 f"updates on {sum(1 for d in diffs.values() if d.writes)} switches)")})
         self.failures.append(record)
+
+    def _bmv2_port(self, switch: str, command: str) -> None:
+        """A port_add/port_remove on real BMv2; a port put back gets its queue settings
+        again (they are the port's, set at bring-up)."""
+        self.admins[switch].run([command])
+        words = command.split()
+        plan = self.controller.plans.get(switch) if self.controller else None
+        if words[0] == "port_add" and plan and int(words[2]) in plan.queues:
+            self._set_queue(switch, plan.queues[int(words[2])])
 
     def _bgp_link_event(self, ev: LinkEvent, what: str, t_inject: float,
                         record: dict[str, Any]) -> None:

@@ -31,9 +31,14 @@ def test_link_failure_and_recovery_on_bmv2_deliver_every_message(tmp_path: Path)
          "--size", "65536", "--count", "2", "--fail", "l1-s1@0.2:0.6",
          "--results", str(tmp_path)],
         capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # 3: the run is marked invalid, which it is whenever a cell was resent: BMv2 counts no
+    # queue drops, so the cells the failed link lost cannot be told from a switch that did
+    # not keep up (cellfabric.core.validity.loss_problems); any other reason fails the test
+    assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr[-2000:]
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     metrics = json.loads((run_dir / "metrics.json").read_text())
+    reasons = metrics["run"]["invalid_reasons"]
+    assert all("count no queue drops" in r for r in reasons), reasons
     events = [e["event"] for e in metrics["run"]["events"]]
     assert not [e for e in events if e.startswith("controller:")], events
     down, up = metrics["run"]["failures"]

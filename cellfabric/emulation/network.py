@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,12 +156,18 @@ class FabricNet:
             self.net.configLinkStatus(self.node_name(lk.a), self.node_name(lk.b),
                                       "up" if up else "down")
             return
-        for node, port in ((lk.a, lk.a_port), (lk.b, lk.b_port)):
+        def one_end(node: str, port: int) -> None:
             ifname = self.ifname(node, port)
             if node in self.topo.switches:
                 bmv2_port(node, f"port_add {ifname} {port}" if up else f"port_remove {port}")
             else:
                 self.host(node).cmd(f"ip link set dev {ifname} {'up' if up else 'down'}")
+
+        # both ends at once: each is a simple_switch_CLI process, and the reroute waits
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for done in [pool.submit(one_end, lk.a, lk.a_port),
+                         pool.submit(one_end, lk.b, lk.b_port)]:
+                done.result()
 
     def stop(self) -> None:
         if self.net is not None:

@@ -6,6 +6,14 @@ inserts, modifies and deletes, in an order the switch accepts (members before th
 use them, groups before the entries that point at them; deletes the other way round). A link
 going down or up re-plans the paths without it and writes what changed. Queue settings are not
 P4Runtime: they go through a ``QueueSetter`` the runner provides for the target.
+
+Real BMv2 cannot shrink a group in place (its PI fails a group MODIFY that drops a member
+watching a port with UNKNOWN, having applied it or not: controlplane.route_entries). For such a
+switch (``modify_groups=False``, or learnt from that error, after which the switch is read
+again and the diff retried) a changed member set becomes a new group: the plan keeps the ids
+of the groups the switch holds and gives a new set an id none of them uses, so the write is
+insert the group, repoint the routes, delete the old group, and no route ever names a group
+that is not there (make-before-break).
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ from controlplane.entities import (
     Entity,
     TableEntry,
 )
-from controlplane.fabric_plan import P_SELECTOR, QueuePlan, SwitchPlan, plan_fabric
+from controlplane.errors import P4RuntimeError
+from controlplane.fabric_plan import P_SELECTOR, QueuePlan, SwitchPlan
 from controlplane.roles import role_config
 from controlplane.state import identity
 from topologies.model import Topology
@@ -99,7 +108,7 @@ def _kind(entity: p4runtime_pb2.Entity) -> str:
 class FabricController:
     def __init__(self, topo: Topology, fabric: SwitchChannels, p4info: str | Path, bmv2_json: str | Path,
                  queue_setter: QueueSetter | None = None, priority_queues: bool = True,
-                 log: Callable[[str], None] = print) -> None:
+                 log: Callable[[str], None] = print, modify_groups: bool = True) -> None:
         self.topo = topo
         self.fabric = fabric
         self.p4info = Path(p4info)
@@ -110,6 +119,11 @@ class FabricController:
         self.down: set[frozenset[str]] = set()
         self._lock = threading.Lock()
         self.plans: dict[str, SwitchPlan] = {}
+        # modify_groups=False: no switch's groups are modified (real BMv2); else the switches
+        # found unable to, by their error
+        self.modify_groups = modify_groups
+        self.new_groups_on: set[str] = set()
+        self._hops: dict[str, dict[str, list[int]]] = {}
 
     # -- whole fabric --------------------------------------------------------------------------
     def up(self, push_pipeline: bool = True) -> dict[str, SwitchDiff]:
@@ -126,25 +140,41 @@ class FabricController:
     def diff(self) -> dict[str, SwitchDiff]:
         """What ``sync`` would write, without writing it."""
         with self._lock:
-            self.plans = plan_fabric(self.topo, self.down, self.priority_queues)
+            self.plans = self._plan_all()
             return self.fabric.run(lambda c: self._diff_switch(c.name, c), "read")
 
     def sync(self) -> dict[str, SwitchDiff]:
         diffs = self.diff()
-        self.fabric.run(lambda c: self._apply(c, diffs[c.name]), "write")
-        return diffs
+        return self.fabric.run(lambda c: self._apply(c, diffs[c.name]), "write")
+
+    def _plan_all(self) -> dict[str, SwitchPlan]:
+        """Plan every switch; one that gets new groups keeps its current plan's group ids
+        (so an unchanged switch plans as before, and a changed one avoids the ids in use)."""
+        self._hops = fp.next_hops(self.topo, self.down)
+        return {name: fp.plan_switch(self.topo, name, self._hops, self.priority_queues,
+                                     self._kept_group_ids(name))
+                for name in self.topo.switches}
+
+    def _kept_group_ids(self, name: str) -> dict[tuple[int, ...], int] | None:
+        if not self._new_groups(name):
+            return None
+        plan = self.plans.get(name)
+        return dict(plan.groups) if plan else {}
+
+    def _new_groups(self, name: str) -> bool:
+        """Whether ``name``'s changed member sets become new groups (no group modify)."""
+        return not self.modify_groups or name in self.new_groups_on
 
     def _sync_replanned(self) -> dict[str, SwitchDiff]:
         """Re-plan, then read and write only the switches whose plan changed: a reroute must
         not wait for every switch of the fabric to be read (``sync`` still checks them all)."""
         with self._lock:
             before = self.plans
-            self.plans = plan_fabric(self.topo, self.down, self.priority_queues)
+            self.plans = self._plan_all()
             changed = {n for n, plan in self.plans.items() if before.get(n) != plan}
             diffs = self.fabric.run(lambda c: self._diff_switch(c.name, c)
                                     if c.name in changed else SwitchDiff(c.name), "read")
-        self.fabric.run(lambda c: self._apply(c, diffs[c.name]), "write")
-        return diffs
+        return self.fabric.run(lambda c: self._apply(c, diffs[c.name]), "write")
 
     def set_link(self, link: str, up: bool) -> dict[str, SwitchDiff]:
         """A link (``a-b``) went down or came back: re-plan paths and write the changes."""
@@ -185,16 +215,54 @@ class FabricController:
                                   CloneSession(session_id=None)])
 
     def _diff_switch(self, name: str, conn) -> SwitchDiff:
-        return diff_switch(name, self._desired(conn, self.plans[name]), self._actual(conn))
+        actual = self._actual(conn)
+        if self._new_groups(name):
+            # the ids the switch holds win over the plan's: the diff then never modifies a
+            # group's members (a switch restored or written by an earlier controller too)
+            self.plans[name] = fp.plan_switch(self.topo, name, self._hops,
+                                              self.priority_queues, groups_held(actual))
+        return diff_switch(name, self._desired(conn, self.plans[name]), actual)
 
-    @staticmethod
-    def _apply(conn, diff: SwitchDiff) -> None:
-        apply_diff(conn, diff)
+    def _apply(self, conn, diff: SwitchDiff) -> SwitchDiff:
+        """Write ``diff``; returns what was written (another diff if the switch refused to
+        modify a group and the write was redone with new groups)."""
+        try:
+            apply_diff(conn, diff)
+        except P4RuntimeError as err:
+            if not self._cannot_modify_groups(diff, err):
+                raise
+            retry = self._diff_switch(diff.switch, conn)  # part may have been applied
+            apply_diff(conn, retry)
+            return retry
+        return diff
+
+    def _cannot_modify_groups(self, diff: SwitchDiff, err: P4RuntimeError) -> bool:
+        """Real BMv2's answer to a group shrink (UNKNOWN): from now on ``diff.switch``'s
+        changed member sets become new groups."""
+        modified_group = any(_kind(e) == "action_profile_group" for e in diff.modifies)
+        if err.code != "UNKNOWN" or not modified_group or self._new_groups(diff.switch):
+            return False
+        self.log(f"controller: switch {diff.switch} cannot modify a group in place ({err}); "
+                 "changed next-hop sets get new groups from now on")
+        self.new_groups_on.add(diff.switch)
+        return True
 
 
 # -- the diff machinery, also for other writers of a part of the pipeline (the route agent) ----
 
 Identity = tuple[str, object]
+
+
+def groups_held(actual: dict[Identity, p4runtime_pb2.Entity]) -> dict[tuple[int, ...], int]:
+    """The selector groups in ``actual``: member set -> group id (the lowest id of a set held
+    twice)."""
+    held: dict[tuple[int, ...], int] = {}
+    for proto in actual.values():
+        if _kind(proto) == "action_profile_group":
+            group = proto.action_profile_group
+            ports = tuple(sorted(m.member_id for m in group.members))
+            held[ports] = min(held.get(ports, group.group_id), group.group_id)
+    return held
 
 
 def desired_protos(conn, entities: Iterable[Entity]) -> dict[Identity, p4runtime_pb2.Entity]:

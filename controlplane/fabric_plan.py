@@ -14,6 +14,7 @@ import ipaddress
 import math
 import zlib
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controlplane.entities import (
@@ -202,7 +203,9 @@ def _aggregate(routes: dict[str, int], topo: Topology) -> dict[str, int]:
 
 
 def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]],
-                priority_queues: bool = True) -> SwitchPlan:
+                priority_queues: bool = True,
+                group_ids: Mapping[tuple[int, ...], int] | None = None) -> SwitchPlan:
+    """``group_ids``: port sets whose group keeps the id it has (see _plan_groups)."""
     sw = topo.switches[name]
     fab = topo.fabric
     plan = SwitchPlan(name)
@@ -220,7 +223,7 @@ def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]]
                                    action="MyIngress.forwarding.arp_reply",
                                    params={"gateway_mac": my_mac}))
 
-    host_routes = _plan_groups(topo, name, hops, plan)
+    host_routes = _plan_groups(topo, name, hops, plan, group_ids)
     plan.routes = _aggregate(host_routes, topo)
     ents.extend(route_entry(prefix, gid) for prefix, gid in sorted(plan.routes.items()))
     ents.append(TableEntry(table=T_CELL_LENGTH,
@@ -250,17 +253,34 @@ def plan_switch(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]]
 
 
 def _plan_groups(topo: Topology, name: str, hops: dict[str, dict[str, list[int]]],
-                 plan: SwitchPlan) -> dict[str, int]:
+                 plan: SwitchPlan,
+                 group_ids: Mapping[tuple[int, ...], int] | None = None) -> dict[str, int]:
     """Selector members, groups and their spray mode (with this switch's hash salt), adaptive
-    candidates; returns host IP -> group id for the routes."""
+    candidates; returns host IP -> group id for the routes.
+
+    Without ``group_ids`` groups are numbered 1, 2, ... in host order. With it (the switch's
+    groups as they are: port set -> id), a port set found there keeps its id and any other
+    set gets the lowest id none of them holds: a changed member set becomes a new group and
+    no existing group changes its members (for a target that cannot shrink a group in place;
+    the old group stays until nothing points at it)."""
     fab = topo.fabric
     ents = plan.entities
     # One group per distinct port set; members are ports (member id = port).
     host_routes: dict[str, int] = {}
+    taken = set(group_ids.values()) if group_ids else set()
     for host, ports in sorted(hops[name].items()):
         key = tuple(ports)
         if key not in plan.groups:
-            plan.groups[key] = len(plan.groups) + 1
+            if group_ids is None:
+                plan.groups[key] = len(plan.groups) + 1
+            elif key in group_ids:
+                plan.groups[key] = group_ids[key]
+            else:
+                gid = 1
+                while gid in taken:
+                    gid += 1
+                taken.add(gid)
+                plan.groups[key] = gid
         host_routes[topo.hosts[host].ip] = plan.groups[key]
     used_ports = sorted({p for ports in plan.groups for p in ports})
     ents.extend(selector_member(port) for port in used_ports)
@@ -385,6 +405,11 @@ def _plan_switch_sink(topo: Topology, name: str, host_ports: list[int],
 
 
 def plan_fabric(topo: Topology, down: set[frozenset[str]] | None = None,
-                priority_queues: bool = True) -> dict[str, SwitchPlan]:
+                priority_queues: bool = True,
+                group_ids: Mapping[str, Mapping[tuple[int, ...], int]] | None = None,
+                ) -> dict[str, SwitchPlan]:
+    """Every switch's plan; ``group_ids``: per switch, the group ids to keep (plan_switch)."""
     hops = next_hops(topo, down or set())
-    return {name: plan_switch(topo, name, hops, priority_queues) for name in topo.switches}
+    kept = group_ids or {}
+    return {name: plan_switch(topo, name, hops, priority_queues, kept.get(name))
+            for name in topo.switches}

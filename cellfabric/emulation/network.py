@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,12 +140,34 @@ class FabricNet:
         return [sw for sw in self.topo.switches
                 if not self.switch(sw).wait_ready(ready_timeout)]
 
-    def set_link(self, name: str, up: bool) -> None:
-        """Bring a topology link (``a-b``) down or up at both ends."""
+    def set_link(self, name: str, up: bool,
+                 bmv2_port: Callable[[str, str], None] | None = None) -> None:
+        """Bring a topology link (``a-b``) down or up at both ends.
+
+        ``bmv2_port(switch, command)`` (real BMv2: a simple_switch_CLI line for that switch):
+        a switch's end is taken out of the switch (``port_remove``) and put back
+        (``port_add``) instead of being set down, because BMv2 stops reading every port once
+        one of its interfaces goes down (its receive thread waits in libpcap on the down
+        interface: seen as kernel drops on all of that switch's ports and 0 messages
+        delivered). A host's end is set down as before."""
         assert self.net is not None
         lk = self.topo.link(name)
-        self.net.configLinkStatus(self.node_name(lk.a), self.node_name(lk.b),
-                                  "up" if up else "down")
+        if bmv2_port is None:
+            self.net.configLinkStatus(self.node_name(lk.a), self.node_name(lk.b),
+                                      "up" if up else "down")
+            return
+        def one_end(node: str, port: int) -> None:
+            ifname = self.ifname(node, port)
+            if node in self.topo.switches:
+                bmv2_port(node, f"port_add {ifname} {port}" if up else f"port_remove {port}")
+            else:
+                self.host(node).cmd(f"ip link set dev {ifname} {'up' if up else 'down'}")
+
+        # both ends at once: each is a simple_switch_CLI process, and the reroute waits
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for done in [pool.submit(one_end, lk.a, lk.a_port),
+                         pool.submit(one_end, lk.b, lk.b_port)]:
+                done.result()
 
     def stop(self) -> None:
         if self.net is not None:

@@ -47,7 +47,7 @@ from cellfabric.core.validity import (
     switch_drops,
 )
 from cellfabric.core.workloads import Workload
-from cellfabric.emulation.admin import SwitchAdmin
+from cellfabric.emulation.admin import AdminError, SwitchAdmin
 from cellfabric.emulation.monitor import FabricMonitor
 from cellfabric.emulation.network import FabricNet
 from cellfabric.emulation.secure import RunPki
@@ -150,7 +150,9 @@ class FabricRun:
         self.controller = self._controller_class()(
             topo, self.fabric, p4info, json_path,
             queue_setter=self._set_queue,
-            log=lambda m: self.event_log.append({"t": time.time(), "event": m}))
+            log=lambda m: self.event_log.append({"t": time.time(), "event": m}),
+            # real BMv2 cannot shrink a group in place: a reroute writes new groups
+            modify_groups=cfg.target != "bmv2")
         diffs = self.controller.up()
         total = sum(d.writes for d in diffs.values())
         _say(f"      {total} entities written to {len(diffs)} switches")
@@ -274,7 +276,8 @@ class FabricRun:
         assert self.fnet is not None and self.controller is not None
         t_inject = time.time()
         for link in ev.links:
-            self.fnet.set_link(link, ev.up)
+            self.fnet.set_link(link, ev.up, self._bmv2_port if self.cfg.target == "bmv2"
+                               else None)
             spec = self.topo.link(link)
             pair = frozenset((spec.a, spec.b))
             self.down = self.down - {pair} if ev.up else self.down | {pair}
@@ -298,6 +301,19 @@ class FabricRun:
                 f"{1000 * record['reroute_s']:.0f} ms (controller wrote {record['writes']} "
                 f"updates on {sum(1 for d in diffs.values() if d.writes)} switches)")})
         self.failures.append(record)
+
+    def _bmv2_port(self, switch: str, command: str) -> None:
+        """A port_add/port_remove on real BMv2; a port put back gets its queue settings
+        again (they are the port's, set at bring-up)."""
+        try:
+            self.admins[switch].run([command])
+        except AdminError as exc:  # the run goes on: its report shows what this cost
+            self.event_log.append({"t": time.time(), "event": f"link state: {exc}"})
+            return
+        words = command.split()
+        plan = self.controller.plans.get(switch) if self.controller else None
+        if words[0] == "port_add" and plan and int(words[2]) in plan.queues:
+            self._set_queue(switch, plan.queues[int(words[2])])
 
     def _bgp_link_event(self, ev: LinkEvent, what: str, t_inject: float,
                         record: dict[str, Any]) -> None:

@@ -8,20 +8,13 @@ Needs root (Mininet), Mininet, and the real toolchain on PATH (`make test-toolch
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from bmv2_under_mininet import NEEDS  # skips this module without Mininet
 
-pytestmark = [
-    pytest.mark.skipif(not (shutil.which("simple_switch_grpc") and shutil.which("p4c-bm2-ss")),
-                       reason="real BMv2 toolchain not on PATH"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root"),
-]
-pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
+pytestmark = NEEDS
 
 
 def test_link_failure_and_recovery_on_bmv2_deliver_every_message(tmp_path: Path) -> None:

@@ -8,19 +8,12 @@ Needs root (Mininet), Mininet, and the real toolchain on PATH (`make test-toolch
 
 from __future__ import annotations
 
-import os
 import secrets
-import shutil
 from pathlib import Path
 
-import pytest
+from bmv2_under_mininet import NEEDS  # skips this module without Mininet
 
-pytestmark = [
-    pytest.mark.skipif(not (shutil.which("simple_switch_grpc") and shutil.which("p4c-bm2-ss")),
-                       reason="real BMv2 toolchain not on PATH"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root"),
-]
-pytest.importorskip("mininet.net", reason="Mininet (Debian package) not importable")
+pytestmark = NEEDS
 
 from cellfabric.core.workloads import Step, Transfer, Workload  # noqa: E402
 from cellfabric.emulation.runner import RunConfig, execute  # noqa: E402

@@ -9,10 +9,10 @@ import ipaddress
 from pathlib import Path
 
 import pytest
+from bmv2_group_refusal import ShrinkRefusingConnection
 from test_fabric_controller import Switches
 
 from controlplane.entities import ActionProfileGroup, TableEntry
-from controlplane.errors import P4RuntimeError
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FabricController
 from controlplane.fabric_plan import P_SELECTOR, T_GROUP_SELECT, T_LPM
@@ -23,27 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 LEAF_SPINE = ROOT / "topologies" / "leaf-spine.yaml"
 
 
-class ShrinkRefusingConnection:
-    """Fails every group modify with UNKNOWN, having applied it (``applies``) or not, and
-    after every write checks that each route names a group the switch holds."""
+class CheckedShrinkRefusingConnection(ShrinkRefusingConnection):
+    """Refuses group modifies as BMv2 does and, after every write, checks that each route
+    names a group the switch holds."""
 
     def __init__(self, conn, applies: bool) -> None:
-        self.conn, self.applies = conn, applies
-        self.refused = 0
+        super().__init__(conn, applies)
         self.dangling: list[str] = []  # a route found pointing at a missing group
 
-    def __getattr__(self, name: str):
-        return getattr(self.conn, name)
-
-    def write_protos(self, updates, *args, **kwargs) -> None:
-        updates = list(updates)
-        if any(u.type == u.MODIFY and u.entity.WhichOneof("entity") == "action_profile_group"
-               for u in updates):
-            self.refused += 1
-            if self.applies:
-                self.conn.write_protos(updates, *args, **kwargs)
-            raise P4RuntimeError("Write", "UNKNOWN", "Unexpected error in RPC handling")
-        self.conn.write_protos(updates, *args, **kwargs)
+    def after_write(self) -> None:
         self.dangling.extend(dangling_routes(self.conn))
 
 
@@ -82,7 +70,7 @@ def refusing_fabric(request):
     fabric = Fabric({n: (sw.addrs[n], topo.switches[n].device_id) for n in topo.switches})
     try:
         fabric.connect()
-        wrapped = {n: ShrinkRefusingConnection(c, request.param)
+        wrapped = {n: CheckedShrinkRefusingConnection(c, request.param)
                    for n, c in fabric.connections.items()}
         real = dict(fabric.connections)
         fabric.connections.update(wrapped)

@@ -23,6 +23,7 @@ from netlab.targets import compile_p4
 
 sys.path.insert(0, str(Path(__file__).parent / "nos_fixtures"))
 sys.path.insert(0, str(Path(__file__).parent / "cp_fixtures"))
+from bmv2_group_refusal import ShrinkRefusingConnection
 from p4sim_switch import P4simSwitch
 from route_lab import RouteLab, needs_root, route_lab
 
@@ -197,28 +198,6 @@ def test_a_switch_without_pipeline_is_one_error_then_programmed(fabric_build,
         finally:
             stop.set()
             thread.join(timeout=30)
-
-
-class ShrinkRefusingConnection:
-    """A connection that fails group modifies as real BMv2's PI does (UNKNOWN), having
-    applied the modify or not (BMv2 does either)."""
-
-    def __init__(self, conn: SwitchConnection, applies: bool) -> None:
-        self.conn, self.applies = conn, applies
-        self.refused = 0
-
-    def __getattr__(self, name: str):
-        return getattr(self.conn, name)
-
-    def write_protos(self, updates, *args, **kwargs) -> None:
-        updates = list(updates)
-        if any(u.type == u.MODIFY and u.entity.WhichOneof("entity") == "action_profile_group"
-               for u in updates):
-            self.refused += 1
-            if self.applies:
-                self.conn.write_protos(updates, *args, **kwargs)
-            raise P4RuntimeError("Write", "UNKNOWN", "Unexpected error in RPC handling")
-        self.conn.write_protos(updates, *args, **kwargs)
 
 
 @pytest.mark.parametrize("applies", [True, False], ids=["modify-applied", "modify-not-applied"])

@@ -9,7 +9,7 @@ that same placement, so one follows the other for an all-reduce.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cellfabric.collectives.schedule import (
     ALL_GATHER,
@@ -63,32 +63,29 @@ def _channel_parts(spec: CollectiveSpec) -> list[list[int]]:
     return [[per_rank[r][c] for r in range(spec.nranks)] for c in range(spec.channels)]
 
 
-def allreduce_ring(spec: CollectiveSpec) -> Schedule:
-    b = ScheduleBuilder(ALL_REDUCE, "ring", spec)
+def _ring_phases(op: str, spec: CollectiveSpec,
+                 phases: tuple[Callable[..., None], ...]) -> Schedule:
+    """Each channel's ring over its slice of every rank's block, chunk by chunk, through the
+    given ring phases in order (reduce-scatter, all-gather or both)."""
+    b = ScheduleBuilder(op, "ring", spec)
     for ch, parts in enumerate(_channel_parts(spec)):
         ring = spec.ordered(ch, list(range(spec.nranks)))
         for segs in _block_chunks(b, spec, ch, ring, parts):
-            ring_reduce_scatter(b, ch, ring, segs)
-            ring_all_gather(b, ch, ring, segs)
+            for phase in phases:
+                phase(b, ch, ring, segs)
     return b.build()
+
+
+def allreduce_ring(spec: CollectiveSpec) -> Schedule:
+    return _ring_phases(ALL_REDUCE, spec, (ring_reduce_scatter, ring_all_gather))
 
 
 def reduce_scatter_ring(spec: CollectiveSpec) -> Schedule:
-    b = ScheduleBuilder(REDUCE_SCATTER, "ring", spec)
-    for ch, parts in enumerate(_channel_parts(spec)):
-        ring = spec.ordered(ch, list(range(spec.nranks)))
-        for segs in _block_chunks(b, spec, ch, ring, parts):
-            ring_reduce_scatter(b, ch, ring, segs)
-    return b.build()
+    return _ring_phases(REDUCE_SCATTER, spec, (ring_reduce_scatter,))
 
 
 def all_gather_ring(spec: CollectiveSpec) -> Schedule:
-    b = ScheduleBuilder(ALL_GATHER, "ring", spec)
-    for ch, parts in enumerate(_channel_parts(spec)):
-        ring = spec.ordered(ch, list(range(spec.nranks)))
-        for segs in _block_chunks(b, spec, ch, ring, parts):
-            ring_all_gather(b, ch, ring, segs)
-    return b.build()
+    return _ring_phases(ALL_GATHER, spec, (ring_all_gather,))
 
 
 def broadcast_chain(spec: CollectiveSpec) -> Schedule:

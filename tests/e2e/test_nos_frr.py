@@ -11,7 +11,6 @@ import select
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from cellfabric.nos.frr import FrrInstance, frr_available
 from cellfabric.nos.frr_config import BfdTimers, port_interface, routing_plan
 from cellfabric.nos.namespace import SwitchNamespace, TapPort, open_taps, run_namespaces
+from controlplane.connection import wait_until
 from topologies.generators import generate
 from topologies.model import Topology, router_mac
 
@@ -61,11 +61,8 @@ class Wire:
 
 
 def _until(what: str, check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {WAIT_S:.0f} s: {what}")
-        time.sleep(0.2)
+    assert wait_until(check, timeout=WAIT_S, interval=0.2), \
+        f"not reached within {WAIT_S:.0f} s: {what}"
 
 
 @pytest.fixture

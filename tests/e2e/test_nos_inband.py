@@ -7,7 +7,6 @@ veth down breaks it: BFD detects it and the session drops. Waits are on FRR's re
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from cellfabric.nos.frr import FrrInstance, frr_available
 from cellfabric.nos.frr_config import BfdTimers, routing_plan
 from cellfabric.nos.namespace import SwitchNamespace, TapPort
 from cellfabric.nos.relay import RELAY_ROLE, PacketRelay, RelayPort, relay_role_config
-from controlplane.connection import SwitchConnection
+from controlplane.connection import SwitchConnection, wait_until
 from netlab.hosts import NetLab, free_port, tcp_accepts
 from netlab.targets import bmv2_available, compile_p4, switch_argv
 from topologies.generators import generate
@@ -33,11 +32,8 @@ TIMERS = BfdTimers(tx_ms=1000, rx_ms=1000, multiplier=3)
 
 
 def _until(what: str, check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {WAIT_S:.0f} s: {what}")
-        time.sleep(0.2)
+    assert wait_until(check, timeout=WAIT_S, interval=0.2), \
+        f"not reached within {WAIT_S:.0f} s: {what}"
 
 
 @pytest.fixture(params=["embedded", "bmv2"])

@@ -5,10 +5,13 @@
    a paced AF_PACKET sender at rising offered rates, counting what arrives (kernel counters);
 3. ceiling: the same veth set-up with a plain Python AF_PACKET forwarder (netlab.forwarder)
    in place of the switch;
-4. fabric.p4 routed+sprayed in process on the Python and the native (C) path, alternating.
+4. fabric.p4 routed+sprayed in process on the Python and the native (C) path, alternating;
+5. fabric.p4 routed+sprayed over veths: p4sim switch on each path and, when the p4lang toolchain
+   is on PATH, real simple_switch_grpc with real p4c's JSON, the same entries over P4Runtime and
+   the same cells (issue #23's goal: p4sim's lossless rate at least 5x BMv2's).
 
 Prints the highest lossless rate (>= 99.5% delivered) and the peak delivered rate for each, and
-the ratios (switch / ceiling, veth / in-process, native / python). No assertions.
+the ratios (switch / ceiling, veth / in-process, native / python, p4sim / BMv2). No assertions.
 Usage: python bench/switch_bench.py [--seconds 3] [--packets 50000] [--json PROG.json]
        [--only inproc]
 """
@@ -222,30 +225,38 @@ def fabric_routed(seconds: float, rates: list[int], packets: int, dataplane: str
                   ) -> tuple[float, list[tuple[int, float, float]]] | None:
     """fabric.p4 as a leaf spraying RoCEv2 cells over two ports, its tables written over
     P4Runtime: in-process pps, then over veths (p4sim switch as a process, its data plane
-    path ``dataplane``)."""
+    path ``dataplane``; ``bmv2``: real simple_switch_grpc running real p4c's JSON, with the
+    same entries and cells, when the p4lang toolchain is on PATH)."""
     from controlplane.connection import SwitchConnection
-    from netlab.targets import compile_p4
+    from netlab.capture import size_capture_ring_for_mtu
+    from netlab.targets import compile_p4, switch_argv
 
     src = ROOT / "p4src" / "fabric.p4"
+    target = "bmv2" if dataplane == "bmv2" else "embedded"
     with tempfile.TemporaryDirectory() as tmp:
-        json_path, p4info = compile_p4(src, tmp, target="embedded")
+        json_path, p4info = compile_p4(src, tmp, target=target)
         with NetLab(prefix="sf") as lab:
             pairs = [lab.veth(f"s{i}", f"h{i}") for i in range(3)]
             port = free_port()
-            argv = [sys.executable, "-m", "p4sim.cli", "switch", "--device-id", "1",
-                    "--thrift-port", str(port + 1), "--dataplane", dataplane]
-            for i, (sw_if, _) in enumerate(pairs):
-                argv += ["-i", f"{i}@{sw_if}"]
-            argv += ["--no-p4", "--", "--grpc-server-addr", f"127.0.0.1:{port}"]
+            ports = {i: sw_if for i, (sw_if, _) in enumerate(pairs)}
+            if target == "bmv2":
+                # as the harness runs BMv2: libpcap sizes its ring by the offloads
+                for sw_if in ports.values():
+                    size_capture_ring_for_mtu(sw_if)
+                argv = switch_argv("bmv2", ports, f"127.0.0.1:{port}", device_id=1,
+                                   thrift_port=port + 1, extra=["--log-level", "off"])
+            else:
+                argv = switch_argv("embedded", ports, f"127.0.0.1:{port}", device_id=1,
+                                   thrift_port=port + 1, extra=["--dataplane", dataplane])
             lab.popen(None, argv)
             conn = SwitchConnection(f"127.0.0.1:{port}", 1, reconnect=False, timeout=20)
             wait_until(lambda: tcp_accepts(port), 20)
             conn.connect()
             conn.set_pipeline(p4info, json_path)
             conn.insert(*_fabric_entities())
-            # In-process figure from the same JSON and entries, for the ratio.
-            inproc = _fabric_inproc(json_path, packets,
-                                    None if dataplane == "auto" else dataplane)
+            # In-process figure from the same JSON and entries, for the ratio (BMv2 has none).
+            inproc = 0.0 if target == "bmv2" else _fabric_inproc(
+                json_path, packets, None if dataplane == "auto" else dataplane)
             tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
             tx.bind((pairs[0][1], 0))
             pkt = _fabric_cell()
@@ -335,6 +346,15 @@ def summarize(name: str, results: list[tuple[int, float, float]]) -> tuple[float
     return lossless, peak
 
 
+FABRIC_RATES = [1000, 2000, 4000, 6000, 8000, 12000, 16000, 24000, 32000, 48000, 64000]
+
+
+def bmv2_on_path() -> bool:
+    import shutil
+
+    return all(shutil.which(tool) for tool in ("simple_switch_grpc", "p4c-bm2-ss"))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=1.0, help="per offered rate")
@@ -370,24 +390,33 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio switch/forwarder (lossless): "
           f"{sw_lossless / fw_lossless if fw_lossless else 0:6.2f}")
     print(f"ratio veth peak/in-process       : {sw_peak / inproc if inproc else 0:6.2f}")
-    peaks = {}
-    for path in ("python", "native"):
-        routed = fabric_routed(ns.seconds, [1000, 2000, 4000, 6000, 8000, 12000, 16000, 24000,
-                                            32000, 48000, 64000], ns.packets // 10, path)
+    peaks: dict[str, float] = {}
+    lossless: dict[str, float] = {}
+    paths = ["python", "native"] + (["bmv2"] if bmv2_on_path() else [])
+    for path in paths:
+        routed = fabric_routed(ns.seconds, FABRIC_RATES, ns.packets // 10, path)
         if routed is None:
             continue
         f_inproc, f_results = routed
-        print(f"fabric.p4 routed+sprayed in-process ({path}) : {f_inproc / 1000:6.1f} kpps "
-              "(leaf entries, RoCEv2 cells)")
-        _, f_peak = summarize(f"fabric.p4 over veths ({path})", f_results)
-        peaks[path] = f_peak
+        if path != "bmv2":
+            print(f"fabric.p4 routed+sprayed in-process ({path}) : {f_inproc / 1000:6.1f} kpps "
+                  "(leaf entries, RoCEv2 cells)")
+        lossless[path], peaks[path] = summarize(f"fabric.p4 over veths ({path})", f_results)
         print(f"ratio fabric.p4/basic over veths (peak, {path}): "
-              f"{f_peak / sw_peak if sw_peak else 0:6.2f}")
+              f"{peaks[path] / sw_peak if sw_peak else 0:6.2f}")
         print(f"ratio fabric.p4 over veths/forwarder (peak, {path}): "
-              f"{f_peak / fw_peak if fw_peak else 0:6.2f}")
+              f"{peaks[path] / fw_peak if fw_peak else 0:6.2f}")
     if peaks.get("python"):
         print(f"ratio fabric.p4 over veths native/python (peak): "
               f"{peaks.get('native', 0) / peaks['python']:6.2f}")
+    if lossless.get("bmv2"):
+        # issue #23's goal: p4sim switch >= 5x real simple_switch_grpc's lossless rate
+        print(f"ratio fabric.p4 over veths p4sim native/BMv2 (lossless): "
+              f"{lossless.get('native', 0) / lossless['bmv2']:6.2f}  "
+              f"(peak {peaks.get('native', 0) / peaks['bmv2']:.2f})")
+    elif "bmv2" not in paths:
+        print("fabric.p4 over veths on BMv2: skipped (simple_switch_grpc and p4c-bm2-ss not "
+              "on PATH)")
     print(f"ratio switch peak/BMv2 ~{BMV2_REFERENCE_KPPS} kpps  : "
           f"{sw_peak / (BMV2_REFERENCE_KPPS * 1000):6.2f}  (reference figure from DESIGN.md)")
     return 0

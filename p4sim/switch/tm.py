@@ -368,7 +368,9 @@ class TrafficManager:
                 # Link.busy(now), inline: this test runs for every port a pass looks at
                 if link is not None and ((link.bps and link.free_num > now * link.bps)
                                          or (link.pps and link.line_num > now * link.pps)):
-                    t = _ready_at(q, link)
+                    # the sim's case inline (a serializer alone): Link.ready_at()
+                    t = (_ready_at(q, link) if q.pps or link.pps
+                         else -(-link.free_num // link.bps))
                     if best is None or t < best:
                         best = t
                     break  # the port is still sending: nothing of it leaves yet

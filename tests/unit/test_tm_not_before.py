@@ -132,7 +132,7 @@ def _port_walk_deadline(tm: TrafficManager) -> int | None:
     return best
 
 
-@pytest.mark.parametrize("mode", ["bits", "queues"])
+@pytest.mark.parametrize("mode", ["bits", "packets", "both", "queues"])
 def test_walk_free_deadline_is_the_definitions_after_every_call(mode: str) -> None:
     """After each random call, the fast TM's known deadline (when it says it is exact) is the
     one computed from scratch: a change it does not follow may not leave it stale."""

@@ -100,6 +100,22 @@ class Queue:
                        and not self.blocked)
 
 
+def _ready_at(q: Queue, link: Link | None) -> int:
+    """When the head of ``q`` (its port's highest non-empty queue) may leave: its pacing and
+    its port's link, each rounded up to the nanosecond (next_deadline's per-port time)."""
+    t = -(-q.next_num // q.pps) if q.pps else 0
+    if link is not None:
+        if link.bps:
+            r = -(-link.free_num // link.bps)
+            if r > t:
+                t = r
+        if link.pps:
+            r = -(-link.line_num // link.pps)
+            if r > t:
+                t = r
+    return t
+
+
 class TrafficManager:
     def __init__(self, priorities: int = 1, depth: int = DEFAULT_DEPTH) -> None:
         self.priorities = max(1, priorities)
@@ -123,6 +139,15 @@ class TrafficManager:
         # dequeue before it serves nothing, so it returns at once instead of walking every
         # port (after an arrival queued behind a busy port, the usual case).
         self.not_before = 0
+        # not_before is the exact next deadline (not only a bound): next_deadline returns it
+        # without a walk. Set by a walk that saw every port (next_deadline, a dequeue that
+        # found nothing ready); kept by changes whose effect on it is known; cleared by the
+        # others (every not_before = 0 makes it meaningless).
+        self.deadline_exact = False
+        # Enqueues so far and the port of the last one: a driver that records peak backlogs
+        # after each arrival checks only the port that grew when there was one enqueue since.
+        self.enqueues = 0
+        self.last_enqueue_port = -1
         # Busy accounting (time a port had packets waiting, packets sent from a backlog).
         self.port_backlog: dict[int, int] = {}
         self.busy_since: dict[int, int] = {}
@@ -275,15 +300,30 @@ class TrafficManager:
             link.queued_bytes += item.length
             if not waiting:
                 link.start(now)  # an idle serializer / line starts with this packet
-        q.items.append(item)
+        nb = self.not_before
+        if nb and waiting and not n:
+            # A queue of a port that already waits becomes non-empty: if it outranks the
+            # port's head, the port's ready time moves, maybe later (per-queue rates).
+            before = self._port_ready(port)
+            q.items.append(item)
+            t = self._port_ready(port)
+            if t is not None and t < nb:
+                self.not_before = t  # earlier than every port: the new deadline, exact
+            elif t != before and before == nb:
+                self.deadline_exact = False  # this port set the deadline: now only a bound
+        else:
+            q.items.append(item)
+            if nb and not waiting:  # a port joins: the deadline is the earlier of the two
+                t = self._port_ready(port)
+                if t is not None and t < nb:
+                    self.not_before = t
+            # (a queue that already had packets: the port's head, its time, stay as they were)
         self.backlog += 1
         if not waiting:
             self.busy_since[port] = now
         self.port_backlog[port] = waiting + 1
-        if self.not_before:  # this port may now be ready sooner than the others
-            t = self._port_ready(port)
-            if t is not None and t < self.not_before:
-                self.not_before = t
+        self.enqueues += 1
+        self.last_enqueue_port = port
         return n
 
     def _port_ready(self, port: int) -> int | None:
@@ -311,6 +351,9 @@ class TrafficManager:
             return None
         ports, backlog, port_queues = self.ports, self.port_backlog, self.port_queues
         n, rr = len(ports), self.rr
+        # The earliest time a port not ready now will be (next_deadline's answer, gathered on
+        # the way: a pass that serves nothing leaves it as the exact next deadline)
+        best = None
         for i in range(n):
             j = rr + i
             port = ports[j - n if j >= n else j]
@@ -325,9 +368,17 @@ class TrafficManager:
                 # Link.busy(now), inline: this test runs for every port a pass looks at
                 if link is not None and ((link.bps and link.free_num > now * link.bps)
                                          or (link.pps and link.line_num > now * link.pps)):
+                    # the sim's case inline (a serializer alone): Link.ready_at()
+                    t = (_ready_at(q, link) if q.pps or link.pps
+                         else -(-link.free_num // link.bps))
+                    if best is None or t < best:
+                        best = t
                     break  # the port is still sending: nothing of it leaves yet
                 if q.pps:
                     if q.next_num > now * q.pps:
+                        t = _ready_at(q, link)
+                        if best is None or t < best:
+                            best = t
                         break  # this port's head is paced; strict priority holds lower ones
                     q.next_num += NS
                 item = q.items.popleft()
@@ -344,6 +395,9 @@ class TrafficManager:
                                              + now - self.busy_since[port])
                 self.rr = (rr + i + 1) % n
                 return port, prio, item, len(q.items)
+        # Every port was seen and none is ready: ``best`` is what next_deadline would find.
+        self.not_before = best or 0
+        self.deadline_exact = True
         return None
 
     def start_link(self, port: int, nbytes: int, now: int) -> None:
@@ -353,6 +407,8 @@ class TrafficManager:
         if link is not None:
             link.start(now)
             link.send(nbytes)
+            if self.port_backlog.get(port):
+                self.deadline_exact = False  # its waiting packets leave later: a bound now
 
     def settle(self, port: int, charged: int, sent: int) -> None:
         """Egress turned a packet charged at ``charged`` bytes into ``sent`` bytes on the wire
@@ -362,6 +418,8 @@ class TrafficManager:
             link.free_num += (sent - charged) * 8 * NS
             if sent < charged:
                 self.not_before = 0  # the port is free sooner than its deadline said
+            elif self.port_backlog.get(port):
+                self.deadline_exact = False  # its waiting packets leave later: a bound now
 
     def next_deadline(self) -> int | None:
         """Earliest time (ns) a waiting packet may leave; None if nothing waits. Per port that
@@ -370,6 +428,8 @@ class TrafficManager:
         clock driver would poll forever at that instant)."""
         if not self.backlog:
             return None
+        if self.deadline_exact and self.not_before:
+            return self.not_before  # a walk saw every port since the last change it can't follow
         best = None
         backlog, port_queues = self.port_backlog, self.port_queues
         for port in self.ports:
@@ -395,6 +455,7 @@ class TrafficManager:
                     best = t
                 break
         self.not_before = best or 0
+        self.deadline_exact = True
         return best
 
     def depth(self, port: int, prio: int = 0) -> int:

@@ -2,6 +2,8 @@
 
 - SimSwitch, after an arrival, asks the traffic manager for its next deadline alone; the
   plain path polls the data plane a second time (which serves nothing more at that instant).
+  It checks for a new peak backlog only on the port the traffic manager enqueued on, when
+  it enqueued once since the last check; the plain path checks every port.
 - execute_sim runs set-up with the garbage collector off and set-up's objects frozen out of
   it for the engine (cellfabric.sim.collector); the plain path leaves the collector alone.
 - Engine.run keeps its counters in locals; a plain heap loop written here is the reference
@@ -29,19 +31,26 @@ SMALL = ["leaf-spine", "--workload", "permutation", "--spray", "spray", "--cc", 
          "--size", "65536", "--count", "1", "--link-rate", "100G", "--seed", "5", "--quiet"]
 
 
-def _metrics(results: Path) -> dict:
-    assert sim_main([*SMALL, "--results", str(results)]) == 0
+def _metrics(results: Path, args: list[str] = SMALL) -> dict:
+    assert sim_main([*args, "--results", str(results)]) == 0
     (run_dir,) = list(results.iterdir())
     data = json.loads((run_dir / "metrics.json").read_text())
     data["run"].pop("wall_clock")  # the only figures allowed to differ
     return data
 
 
+# packet mode: the topology's rates per queue and per port, the other traffic manager path
+PACKET_MODE = [a for a in SMALL if a not in ("--link-rate", "100G")]
+PACKET_MODE[PACKET_MODE.index("65536")] = "16384"
+
+
+@pytest.mark.parametrize("args", [SMALL, PACKET_MODE], ids=["bit-rate", "packet"])
 def test_deadline_only_after_an_arrival_gives_the_plain_paths_run(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fast = _metrics(tmp_path / "fast")
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+    fast = _metrics(tmp_path / "fast", args)
     monkeypatch.setattr(SimSwitch, "deadline_only", False)
-    plain = _metrics(tmp_path / "plain")
+    monkeypatch.setattr(SimSwitch, "peak_one_port", False)
+    plain = _metrics(tmp_path / "plain", args)
     assert fast == plain
     # queues did build (the path under test ran), and every message arrived
     assert max(fast["run"]["sim"]["peak_queue_packets"].values()) > 1

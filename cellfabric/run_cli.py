@@ -84,8 +84,9 @@ def add_workload_options(ap: argparse.ArgumentParser) -> None:
                     help="collective and train:/trace: workloads: G consecutive hosts (ranks) "
                          "per server (default: a server per leaf)")
     ap.add_argument("--channel-policy", default=None, metavar="static|topology|dynamic",
-                    help="collective workloads: how channels are placed: 'static' (as NCCL: "
-                         "rank order, paths by the fabric's hash), 'topology' (rails "
+                    help="collective and train:/trace: workloads: how channels are "
+                         "placed: 'static' (as NCCL: rank order, paths by the fabric's "
+                         "hash), 'topology' (rails "
                          "respected, concurrent sends on disjoint uplinks), 'dynamic' "
                          "(topology's, re-planned each step around failed links and deep "
                          "queues); default: none, the plain lowering")
@@ -142,7 +143,8 @@ def prepare_scheduled_workload(args: argparse.Namespace) -> tuple[Topology, Work
                              channels=args.channels, chunk_size=args.chunk_size,
                              server_of=servers_by_count(hosts, args.gpus_per_server)
                              or servers_in(topo, hosts),
-                             order=scheduler.order if scheduler else None)
+                             order=scheduler.order if scheduler else None,
+                             group_order=scheduler.order_over if scheduler else None)
     events = [ev for spec in args.fail for ev in parse_fail(spec, topo)]
     for ev in events:
         for link in ev.links:
@@ -155,9 +157,11 @@ def _channel_scheduler(args: argparse.Namespace, topo: Topology,
     policy = getattr(args, "channel_policy", None)
     if policy is None:
         return None
-    if args.workload not in COLLECTIVE_WORKLOADS:
+    if (args.workload not in COLLECTIVE_WORKLOADS
+            and args.workload.partition(":")[0] not in PREFIXED):
         raise WorkloadError(f"--channel-policy applies to the collective workloads "
-                            f"({', '.join(COLLECTIVE_WORKLOADS)}), not to {args.workload}")
+                            f"({', '.join(COLLECTIVE_WORKLOADS)}) and train:/trace:, "
+                            f"not to {args.workload}")
     return ChannelScheduler(policy, topo, hosts)
 
 

@@ -20,7 +20,7 @@ over steps, of the latest completion among the messages it sends or receives in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +34,10 @@ from cellfabric.collectives.schedule import (
     BROADCAST,
     REDUCE_SCATTER,
     CollectiveSpec,
+    OrderFn,
     Schedule,
     ScheduleError,
+    rank_order,
 )
 from cellfabric.core.workloads import Step, Transfer, Workload, WorkloadError
 
@@ -115,35 +117,46 @@ def phases(calls: Sequence[Call]) -> list[int]:
 
 
 def _schedule(c: Call, index: int, servers: Sequence[str] | None, channels: int,
-              chunk_size: int | None) -> Schedule:
+              chunk_size: int | None, order: OrderFn) -> Schedule:
     group_servers = tuple(servers[r] for r in c.group) if servers else None
     try:
         return build(c.algorithm_name, CollectiveSpec(len(c.group), c.size, channels,
-                                                      chunk_size, servers=group_servers))
+                                                      chunk_size, servers=group_servers,
+                                                      order=order))
     except ScheduleError as exc:
         raise WorkloadError(f"collective {index} ({c.op} over {list(c.group)}): {exc}") from None
 
 
 def _merge(steps: Sequence[Step]) -> Step:
-    """Concurrent steps as one: the harness keys a step's flows by (source, destination)."""
-    sizes: dict[tuple[str, str], list[int]] = {}
+    """Concurrent steps as one: the harness keys a step's flows by (source, destination,
+    channel), so each channel's sends stay a flow of their own (the channel scheduler
+    places them apart)."""
+    sizes: dict[tuple[str, str, int], list[int]] = {}
     for st in steps:
         for t in st.transfers:
-            sizes.setdefault((t.src, t.dst), []).extend([t.size] * t.count)
-    return Step(tuple(Transfer(s, d, got[0], len(got)) if len(set(got)) == 1
-                      else Transfer(s, d, sum(got), 1) for (s, d), got in sizes.items()))
+            sizes.setdefault((t.src, t.dst, t.channel), []).extend([t.size] * t.count)
+    return Step(tuple(Transfer(s, d, got[0], len(got), channel=ch) if len(set(got)) == 1
+                      else Transfer(s, d, sum(got), 1, channel=ch)
+                      for (s, d, ch), got in sizes.items()))
 
 
 def lower_iteration(calls: Sequence[Call], hosts: Sequence[str], name: str,
                     channels: int = 1, chunk_size: int | None = None,
-                    servers: Sequence[str] | None = None) -> IterationWorkload:
-    """``hosts``: rank -> host; ``servers``: rank -> server (hierarchical algorithms)."""
+                    servers: Sequence[str] | None = None,
+                    group_order: Callable[[list[str]], OrderFn] | None = None,
+                    ) -> IterationWorkload:
+    """``hosts``: rank -> host; ``servers``: rank -> server (hierarchical algorithms);
+    ``group_order``: a call's rank-order hook from its group's hosts (the channel
+    scheduler's; default rank order)."""
     check_calls(calls, len(hosts), name)
     depth = phases(calls)
     by_phase: dict[int, list[int]] = {}
     for i, d in enumerate(depth):
         by_phase.setdefault(d, []).append(i)
-    schedules = [_schedule(c, i, servers, channels, chunk_size) for i, c in enumerate(calls)]
+    schedules = [_schedule(c, i, servers, channels, chunk_size,
+                           group_order([hosts[r] for r in c.group]) if group_order
+                           else rank_order)
+                 for i, c in enumerate(calls)]
     steps: list[Step] = []
     placed: dict[int, PlacedCall] = {}
     for d in sorted(by_phase):

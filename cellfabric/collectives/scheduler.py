@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from cellfabric.collectives.fabricpaths import Hop, LinkSet, PathModel
+from cellfabric.collectives.schedule import OrderFn
 from cellfabric.core.workloads import Step, Transfer, WorkloadError
 from topologies.model import Topology
 
@@ -88,13 +89,24 @@ class ChannelScheduler:
 
     # -- rank orders (the collective's CollectiveSpec.order hook) --------------------------------
     def order(self, channel: int, ranks: list[int]) -> list[int]:
-        if not self.policy.orders or sorted(ranks) != list(range(len(self.hosts))):
-            return list(ranks)
-        rail = rail_ring(self.topo, [self.hosts[r] for r in ranks], channel)
-        if rail is not None:
-            index = {h: r for r, h in enumerate(self.hosts)}
-            return [index[h] for h in rail]
-        return list(ranks) if channel % 2 == 0 else list(reversed(ranks))
+        return self.order_over(self.hosts)(channel, ranks)
+
+    def order_over(self, hosts: Sequence[str]) -> OrderFn:
+        """The rank-order hook of a collective over ``hosts`` (its rank -> host; a training
+        iteration's call is over a group of the run's hosts): a ring or tree over all of
+        them laid out by the policy, any other subset (a hierarchical algorithm's leaders)
+        in rank order."""
+        group = list(hosts)
+
+        def order(channel: int, ranks: list[int]) -> list[int]:
+            if not self.policy.orders or sorted(ranks) != list(range(len(group))):
+                return list(ranks)
+            rail = rail_ring(self.topo, [group[r] for r in ranks], channel)
+            if rail is not None:
+                index = {h: r for r, h in enumerate(group)}
+                return [index[h] for h in rail]
+            return list(ranks) if channel % 2 == 0 else list(reversed(ranks))
+        return order
 
     # -- paths (the runners call this before each step) -----------------------------------------
     def place(self, index: int, step: Step, view: FabricView | None = None) -> Step:
@@ -186,26 +198,25 @@ def hot_links(depths: dict[Hop, float]) -> frozenset[Hop]:
 
 
 def rail_ring(topo: Topology, hosts: list[str], channel: int) -> list[str] | None:
-    """A ring over every GPU of equal servers whose hops between servers stay on one rail:
-    servers in the order their GPUs come in ``hosts``; the even ones' GPUs from rail c up to
-    rail c - 1, the odd ones' back down from c - 1 to c, so server j leaves on the rail
-    server j + 1 enters on (with an odd number of servers the wrap to the first changes
-    rail). None when the hosts are not all GPUs of servers of one size."""
+    """A ring over GPUs of equal servers (each holding GPUs of the same indices: every GPU,
+    or a data-parallel group's few) whose hops between servers stay on one rail: servers in
+    the order their GPUs come in ``hosts``; with the indices i_0 < ... < i_m-1, the even
+    servers' GPUs from i_c up to i_c-1, the odd ones' back down from i_c-1 to i_c, so
+    server j leaves on the rail server j + 1 enters on (with an odd number of servers the
+    wrap to the first changes rail). None when the hosts are not such GPUs."""
     servers: dict[str, dict[int, str]] = {}
     for h in hosts:
         spec = topo.hosts[h]
         if spec.server is None or spec.gpu is None:
             return None
         servers.setdefault(spec.server, {})[spec.gpu] = h
-    sizes = {len(g) for g in servers.values()}
-    if len(sizes) != 1 or len(servers) < 2:
+    indices = {tuple(sorted(g)) for g in servers.values()}
+    if len(indices) != 1 or len(servers) < 2:
         return None
-    (gpus,) = sizes
-    if any(sorted(g) != list(range(gpus)) for g in servers.values()):
-        return None
-    c = channel % gpus
-    up = [(c + i) % gpus for i in range(gpus)]
-    down = [(c - 1 - i) % gpus for i in range(gpus)]
+    (idx,) = indices
+    m, c = len(idx), channel % len(idx)
+    up = [idx[(c + i) % m] for i in range(m)]
+    down = [idx[(c - 1 - i) % m] for i in range(m)]
     ring: list[str] = []
     for j, gpu_hosts in enumerate(servers.values()):
         ring += [gpu_hosts[g] for g in (up if j % 2 == 0 else down)]

@@ -47,4 +47,5 @@ def iteration_workload(kind: str, arg: str, r: WorkloadRequest) -> IterationWork
         calls = load_trace(Path(arg), len(hosts))
     servers_of = r.server_of or r.leaf_of
     servers = [servers_of.get(h, h) for h in hosts] if servers_of else None
-    return lower_iteration(calls, hosts, kind, r.channels, r.chunk_size, servers)
+    return lower_iteration(calls, hosts, kind, r.channels, r.chunk_size, servers,
+                           r.group_order)

@@ -327,6 +327,9 @@ def format_summary(m: RunMetrics) -> str:
     if "step_time_p50_s" in s:
         rows.append(("all-reduce step p50 / max",
                      f"{_ms(s['step_time_p50_s'])} / {_ms(s['step_time_max_s'])}"))
+    sched = run.get("channel_scheduler")
+    if sched:  # --channel-policy
+        rows.append(("channel scheduler", _scheduler_text(sched)))
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
     t0 = float(run.get("t0") or 0.0)
@@ -350,6 +353,22 @@ def format_summary(m: RunMetrics) -> str:
     else:
         lines.append("  run valid: every switch kept up with its configured rates")
     return "\n".join(lines)
+
+
+def _scheduler_text(sched: dict) -> str:
+    """The policy and what it did: the sends it moved off failed links and from which step
+    on it planned around them (the steps before a failure keep their paths)."""
+    steps = sched.get("steps") or []
+    text = sched.get("policy", "?")
+    if not steps:
+        return text + ": rank order, paths by the fabric's hash"
+    moved = sum(st.get("moved", 0) for st in steps)
+    down = [st["step"] for st in steps if st.get("down")]
+    text += (f": {len(steps)} steps placed, at most "
+             f"{max(st.get('shared_uplinks', 0) for st in steps)} uplinks shared by two sends")
+    if down:
+        text += (f"; links down from step {down[0]}: {moved} sends moved off them")
+    return text
 
 
 def span_text(seconds: float) -> str:

@@ -198,6 +198,9 @@ class WorkloadRequest:
     server_of: dict[str, str] | None = None  # host -> server (hierarchical collectives)
     # collective workloads: each channel's rank order (the channel scheduler's; None: rank order)
     order: Callable[[int, list[int]], list[int]] | None = None
+    # train:/trace: workloads: a call's rank-order hook from its group's hosts (the channel
+    # scheduler's order_over; None: rank order)
+    group_order: Callable[[list[str]], Callable[[int, list[int]], list[int]]] | None = None
 
 
 class WorkloadKind(NamedTuple):
@@ -273,14 +276,17 @@ def make_workload(name: str, hosts: list[str], size: int, count: int,
                   pod_of: dict[str, str] | None = None, channels: int | None = None,
                   chunk_size: int | None = None,
                   server_of: dict[str, str] | None = None,
-                  order: Callable[[int, list[int]], list[int]] | None = None) -> Workload:
+                  order: Callable[[int, list[int]], list[int]] | None = None,
+                  group_order: Callable[[list[str]], Callable[[int, list[int]], list[int]]]
+                  | None = None) -> Workload:
     prefix, _, argument = name.partition(":")
     if argument and prefix in PREFIXED:
         if load is not None:
             raise WorkloadError(f"--load does not apply to --workload {prefix}:")
         return PREFIXED[prefix](argument, WorkloadRequest(
             hosts, size, count, senders, leaf_of, pod_of, seed, 0.0,
-            1 if channels is None else channels, chunk_size, server_of))
+            1 if channels is None else channels, chunk_size, server_of,
+            group_order=group_order))
     kind = REGISTRY.get(name)
     if kind is None:
         raise WorkloadError(f"unknown workload '{name}' (expected one of {', '.join(WORKLOADS)})")

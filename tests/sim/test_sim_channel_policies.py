@@ -84,3 +84,51 @@ def test_dynamic_completes_through_a_link_failure_sooner_than_static(tmp_path: P
         want = sorted((hosts[x.src], hosts[x.dst], x.nbytes) for x in level if x.nbytes)
         assert sorted((m["src"], m["dst"], m["size"]) for m in got if m["step"] == k) == want
     assert collective_time_s(dynamic) < collective_time_s(static)
+
+
+def _moved_after(m: dict, link: str) -> tuple[int, list[int]]:
+    """The sends dynamic moved off ``link``, and the steps it planned with the link down."""
+    steps = m["run"]["channel_scheduler"]["steps"]
+    return (sum(st["moved"] for st in steps),
+            [st["step"] for st in steps if link in st["down"]])
+
+
+def test_a_nic_port_failure_mid_collective_completes_under_both_policies(tmp_path: Path) -> None:
+    # rail-2x4: every GPU's NIC has two ports; h1 loses port 0 30 us into a 2-channel ring
+    # (its second channel sends h1 -> h5 over the fabric every step)
+    args = ["rail-2x4", "--workload", "allreduce-ring", "--channels", "2", "--size", "262144",
+            "--spray", "ecmp", "--cc", "dcqcn"]
+    fail = ["--fail", "h1-r0l1@0.00003"]
+    ok = _run(tmp_path, "ok", *args, "--channel-policy", "dynamic")
+    static = _run(tmp_path, "static", *args, *fail, "--channel-policy", "static")
+    dynamic = _run(tmp_path, "dynamic", *args, *fail, "--channel-policy", "dynamic")
+    for m in (static, dynamic):
+        s = m["summary"]
+        assert s["messages_completed"] == s["messages_total"] == ok["summary"]["messages_total"]
+        (down,) = [e for e in m["run"]["events"] if e["event"].startswith("link h1-r0l1 down")
+                   and "injected" in e["event"]]
+        assert down["t"] < collective_time_s(m)  # the port failed mid-collective
+    moved, planned_down = _moved_after(dynamic, "h1-r0l1")
+    assert moved > 0 and planned_down and min(planned_down) > 0
+    # the penalty: the failure costs dynamic time (cells in flight on the port resent), and
+    # dynamic with the failure still finishes before static does
+    assert collective_time_s(ok) < collective_time_s(dynamic) < collective_time_s(static)
+
+
+def test_a_link_failure_mid_iteration_completes_under_both_policies(tmp_path: Path) -> None:
+    # a 16-rank iteration (tp 2, pp 2, dp 4) on fat-tree k=4: its DP buckets cross the
+    # cores from about 90 us to 470 us; core link a11-c1 fails at 250 us
+    args = ["fat-tree:k=4", "--workload", "train:layers=2,hidden=64,seq=64,tp=2,pp=2,dp=4,"
+            "bucket=20000", "--gpus-per-server", "2", "--channels", "2", "--spray", "ecmp",
+            "--cc", "dcqcn", "--fail", "a11-c1@0.00025"]
+    static = _run(tmp_path, "static", *args, "--channel-policy", "static")
+    dynamic = _run(tmp_path, "dynamic", *args, "--channel-policy", "dynamic")
+    for m in (static, dynamic):
+        s, it = m["summary"], m["iteration"]
+        assert s["messages_completed"] == s["messages_total"] > 0
+        assert it["communication_time_s"] is not None
+        assert all(r["time_s"] for r in it["collectives"])
+        (down,) = [e for e in m["run"]["events"] if e["event"] == "link a11-c1 down (injected)"]
+        assert down["t"] < it["communication_time_s"]
+    moved, planned_down = _moved_after(dynamic, "a11-c1")
+    assert moved > 0 and 0 < min(planned_down) < dynamic["iteration"]["steps"] - 1

@@ -126,3 +126,34 @@ def test_static_leaves_the_lowering_alone_and_bad_policies_are_one_line_errors()
     with pytest.raises(WorkloadError, match="--channel-policy fastest: expected one of"):
         ChannelScheduler("fastest", topo, hosts)
     assert set(POLICIES) == {"static", "topology", "dynamic"}
+
+
+def _train(policy: str | None) -> tuple[Topology, Workload]:
+    """A data-parallel model on 16 GPUs (4 servers x 4): tp=2, so each DP group holds two
+    GPUs of every server, GPUs 0 and 2 or 1 and 3; 2 channels."""
+    from cellfabric.run_cli import prepare_scheduled_workload
+    from cellfabric.sim.cli import _parser
+
+    argv = ["rail:servers=4,gpus=4,tiers=3", "--workload",
+            "train:layers=2,hidden=64,seq=16,tp=2,dp=8,bucket=20000", "--channels", "2"]
+    if policy:
+        argv += ["--channel-policy", policy]
+    topo, w, _, _ = prepare_scheduled_workload(_parser().parse_args(argv))
+    return topo, w
+
+
+def test_a_training_iterations_data_parallel_rings_stay_on_rails() -> None:
+    def cross_rail(topo: Topology, w: Workload) -> int:
+        hosts = topo.hosts
+        return sum(1 for st in w.steps for t in st.transfers
+                   if hosts[t.src].server != hosts[t.dst].server
+                   and hosts[t.src].gpu != hosts[t.dst].gpu)
+
+    topo, static = _train(None)
+    assert cross_rail(topo, static) > 0  # rank order: GPU 2 of a server on to GPU 0 of the next
+    topo, placed = _train("topology")
+    assert cross_rail(topo, placed) == 0
+    assert {t.channel for st in placed.steps for t in st.transfers} == {0, 1}
+    dp = [pc for pc in placed.calls if pc.call.label.startswith("dp ")]
+    assert dp and all(len(pc.call.group) == 8 for pc in dp)
+    assert all(verify(s) == [] for s in placed.schedules)  # every call on every rank

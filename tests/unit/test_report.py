@@ -223,3 +223,17 @@ def test_queue_heatmap_leaves_intervals_without_a_sample_empty_not_zero() -> Non
     assert grid[0][0] == 5 and grid[0][9] == 0  # the deepest sample of an interval
     assert grid[0][1:9] == [None] * 8
     assert grid[1][0] == 1 and grid[1][1:] == [None] * 9
+
+
+def test_the_channel_schedulers_moves_are_in_the_report() -> None:
+    m = _metrics()
+    m.run["channel_scheduler"] = {"policy": "dynamic", "steps": [
+        {"step": 0, "shared_uplinks": 1, "moved": 0, "down": []},
+        {"step": 1, "shared_uplinks": 0, "moved": 3, "down": ["a11-c1"]},
+        {"step": 2, "shared_uplinks": 2, "moved": 1, "down": ["a11-c1", "h1-e11"]}]}
+    line = next(x for x in format_summary(m).splitlines() if "channel scheduler" in x)
+    assert line.split("scheduler", 1)[1].strip() == (
+        "dynamic: 3 steps placed, at most 2 uplinks shared by two sends; links down from "
+        "step 1: 4 sends moved off them")
+    m.run["channel_scheduler"] = {"policy": "static", "steps": []}
+    assert "static: rank order, paths by the fabric's hash" in format_summary(m)

@@ -336,7 +336,7 @@ def format_summary(m: RunMetrics) -> str:
     events = [e for e in run.get("events", []) if "injected" in e.get("event", "")
               or e.get("event", "").startswith("link ")]
     for e in events:
-        lines.append(f"  event at {e['t'] - t0:6.2f}s: {e['event']}")
+        lines.append(f"  event at {_elapsed(e['t'] - t0)}: {e['event']}")
     failovers = [f for flow in m.flows.values() for f in flow.get("failovers", [])]
     for f in failovers:
         took = (f.get("since_last_progress_s") or 0.0) + (f.get("recovered_s") or 0.0)
@@ -386,6 +386,16 @@ def _known(v: object, unknown: str) -> str:
 
 def _ms(v: float) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{1000 * v:.1f} ms"
+
+
+def _elapsed(v: float) -> str:
+    """A time since the run began in a unit that shows it: the simulator's events come
+    microseconds in, the emulation's seconds."""
+    if abs(v) >= 0.1:
+        return f"{v:.2f} s"
+    if abs(v) >= 1e-4:
+        return f"{1e3 * v:.3f} ms"
+    return f"{1e6 * v:.3f} us"
 
 
 def _x(v: float) -> str:

@@ -237,3 +237,14 @@ def test_the_channel_schedulers_moves_are_in_the_report() -> None:
         "step 1: 4 sends moved off them")
     m.run["channel_scheduler"] = {"policy": "static", "steps": []}
     assert "static: rank order, paths by the fabric's hash" in format_summary(m)
+
+
+def test_event_times_are_shown_in_a_unit_that_shows_them() -> None:
+    m = _metrics()  # t0 = 100.0 s
+    m.run["events"] = [{"t": 100.00002, "event": "link a11-c1 down (injected)"},
+                       {"t": 100.0035, "event": "link a11-c1 up (injected)"},
+                       {"t": 102.5, "event": "link l1-s1 down (injected)"}]
+    lines = [x.strip() for x in format_summary(m).splitlines() if x.strip().startswith("event")]
+    assert lines == ["event at 20.000 us: link a11-c1 down (injected)",
+                     "event at 3.500 ms: link a11-c1 up (injected)",
+                     "event at 2.50 s: link l1-s1 down (injected)"]

@@ -53,13 +53,14 @@ from cellfabric.emulation.network import FabricNet
 from cellfabric.emulation.secure import RunPki
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FABRIC_ROLE, FabricController, fabric_role_config
+from controlplane.fabric_plan import CPU_PORT as FABRIC_CPU_PORT
 from controlplane.fabric_plan import QueuePlan
 from netlab.hosts import stop_process
 from netlab.targets import compile_p4
 from topologies.model import Topology
 
 # fabric.p4's default CPU_PORT (p4src/include/defines.p4): the switch's --cpu-port under bgp
-CPU_PORT = 510
+CPU_PORT = FABRIC_CPU_PORT
 
 
 class RunError(RuntimeError):

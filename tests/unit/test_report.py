@@ -223,3 +223,17 @@ def test_queue_heatmap_leaves_intervals_without_a_sample_empty_not_zero() -> Non
     assert grid[0][0] == 5 and grid[0][9] == 0  # the deepest sample of an interval
     assert grid[0][1:9] == [None] * 8
     assert grid[1][0] == 1 and grid[1][1:] == [None] * 9
+
+
+def test_bgp_route_churn_and_holes_during_the_workload_are_one_line() -> None:
+    m = _metrics()
+    health = {"c1": {"write_batches": 3, "deletes": 7, "missing_prefixes": []},
+              "e42": {"write_batches": 2, "deletes": 1, "missing_prefixes": ["10.1.1.1/32"]},
+              "a11": {"write_batches": 0, "deletes": 0, "missing_prefixes": [],
+                      "failed": "OSError: [Errno 105] No buffer space available"}}
+    m.run["bgp"] = {"sessions": 32, "converged_s": 12.8, "messages_lost": 1,
+                    "routes_during_workload": health}
+    text = format_summary(m)
+    assert ("5 agent write batches, 8 deletes; switches not forwarding every host prefix at "
+            "the end: a11, e42") in text
+    assert "every switch forwarded every host prefix 12.8 s after FRR started" in text

@@ -44,6 +44,7 @@ def _case(topology: str, routing: str, fail: str, size: int, out: Path, cc: str 
     m, _ = execute(cfg)
     (failure,) = m.run["failures"]
     return {"routing": routing, "cc": cfg.cc, "load_avg_1m": round(load, 1),
+            "load_avg_1m_after": round(os.getloadavg()[0], 1),
             "bfd_ms": bfd_ms if routing == "bgp" else None,
             "lost": m.summary["messages_total"] - m.summary["messages_completed"],
             "completed": m.summary["messages_completed"],
@@ -72,7 +73,7 @@ def main(argv: list[str]) -> int:
         cases = [_case(args.topology, r, args.fail, args.size, Path(tmp), args.cc, args.bfd_ms)
                  for r in ("central", "bgp")]
     for c in cases:
-        print(f"{c['routing']:8s} (load {c['load_avg_1m']}) messages {c['completed']}/"
+        print(f"{c['routing']:8s} (load {c['load_avg_1m']}-{c['load_avg_1m_after']}) messages {c['completed']}/"
               f"{c['total']}, {c['lost']} lost  slowdown p50 "
               f"{_fmt(c['slowdown_p50'], 'x')}  reroute {_fmt(c['reroute_s'])}  BFD "
               f"{_fmt(c['detect_s'])}  BGP converged {_fmt(c['converge_s'])}  start "

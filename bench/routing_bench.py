@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
 from cellfabric.core.workloads import permutation  # noqa: E402
-from cellfabric.emulation.runner import RunConfig, execute  # noqa: E402
+from cellfabric.emulation.runner import RunConfig, RunError, execute  # noqa: E402
 from cellfabric.run_cli import parse_fail  # noqa: E402
 from topologies.catalog import resolve_topology  # noqa: E402
 
@@ -70,8 +70,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--bfd-ms", type=int, default=300, help="BFD interval of the bgp case")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="routing-bench-") as tmp:
-        cases = [_case(args.topology, r, args.fail, args.size, Path(tmp), args.cc, args.bfd_ms)
-                 for r in ("central", "bgp")]
+        try:
+            cases = [_case(args.topology, r, args.fail, args.size, Path(tmp), args.cc,
+                           args.bfd_ms) for r in ("central", "bgp")]
+        except RunError as err:  # e.g. BGP never converged: one line, no results written
+            print(f"routing bench: {err}", file=sys.stderr)
+            return 1
     for c in cases:
         print(f"{c['routing']:8s} (load {c['load_avg_1m']}-{c['load_avg_1m_after']}) messages {c['completed']}/"
               f"{c['total']}, {c['lost']} lost  slowdown p50 "

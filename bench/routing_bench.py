@@ -6,14 +6,19 @@ Printed per case: messages completed, message slowdown p50, reroute time (centra
 to the controller's last write; bgp: injection to the agents' last write), and for bgp BFD's
 detection and BGP's convergence time and how long BGP took to route every leaf at start.
 Ratios (bgp / central) are of figures measured in this one run. Writes
-bench/results/routing.json. Usage:
+bench/results/routing.json (the default case) or routing-TOPOLOGY-CC.json (any other topology
+or --cc), with the load average before each case: on a shared machine BFD's timers compete
+for the CPU with the emulated switches. Usage:
     python bench/routing_bench.py [--topology leaf-spine] [--fail l1-s1@0.3] [--size BYTES]
+        [--cc credit|hpcc|...] [--bfd-ms MS]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -23,20 +28,26 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
 from cellfabric.core.workloads import permutation  # noqa: E402
-from cellfabric.emulation.runner import RunConfig, execute  # noqa: E402
+from cellfabric.emulation.runner import RunConfig, RunError, execute  # noqa: E402
 from cellfabric.run_cli import parse_fail  # noqa: E402
 from topologies.catalog import resolve_topology  # noqa: E402
 
 
-def _case(topology: str, routing: str, fail: str, size: int, out: Path) -> dict[str, Any]:
+def _case(topology: str, routing: str, fail: str, size: int, out: Path, cc: str | None,
+          bfd_ms: int) -> dict[str, Any]:
     topo = resolve_topology(topology)
     hosts = sorted(topo.hosts, key=lambda h: int(h[1:]))
+    load = os.getloadavg()[0]
     cfg = RunConfig(topo=topo, target="embedded", workload=permutation(hosts, size, 2),
-                    cc=topo.fabric.cc, run_dir=out / routing, routing=routing,
-                    events=parse_fail(fail, topo), progress=False)
+                    cc=cc or topo.fabric.cc, run_dir=out / routing, routing=routing,
+                    events=parse_fail(fail, topo), progress=False, bfd_ms=bfd_ms)
     m, _ = execute(cfg)
     (failure,) = m.run["failures"]
-    return {"routing": routing, "completed": m.summary["messages_completed"],
+    return {"routing": routing, "cc": cfg.cc, "load_avg_1m": round(load, 1),
+            "load_avg_1m_after": round(os.getloadavg()[0], 1),
+            "bfd_ms": bfd_ms if routing == "bgp" else None,
+            "lost": m.summary["messages_total"] - m.summary["messages_completed"],
+            "completed": m.summary["messages_completed"],
             "total": m.summary["messages_total"], "slowdown_p50": m.summary["slowdown_p50"],
             "reroute_s": failure.get("reroute_s"), "detect_s": failure.get("detect_s"),
             "converge_s": failure.get("converge_s"),
@@ -55,12 +66,19 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--topology", default="leaf-spine")
     ap.add_argument("--fail", default="l1-s1@0.3")
     ap.add_argument("--size", type=int, default=128 * 1024)
+    ap.add_argument("--cc", default=None, help="default: the topology's")
+    ap.add_argument("--bfd-ms", type=int, default=300, help="BFD interval of the bgp case")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="routing-bench-") as tmp:
-        cases = [_case(args.topology, r, args.fail, args.size, Path(tmp))
-                 for r in ("central", "bgp")]
+        try:
+            cases = [_case(args.topology, r, args.fail, args.size, Path(tmp), args.cc,
+                           args.bfd_ms) for r in ("central", "bgp")]
+        except RunError as err:  # e.g. BGP never converged: one line, no results written
+            print(f"routing bench: {err}", file=sys.stderr)
+            return 1
     for c in cases:
-        print(f"{c['routing']:8s} messages {c['completed']}/{c['total']}  slowdown p50 "
+        print(f"{c['routing']:8s} (load {c['load_avg_1m']}-{c['load_avg_1m_after']}) messages {c['completed']}/"
+              f"{c['total']}, {c['lost']} lost  slowdown p50 "
               f"{_fmt(c['slowdown_p50'], 'x')}  reroute {_fmt(c['reroute_s'])}  BFD "
               f"{_fmt(c['detect_s'])}  BGP converged {_fmt(c['converge_s'])}  start "
               f"{_fmt(c['bgp_converged_s'], ' s')}{'  INVALID' if c['invalid'] else ''}")
@@ -70,9 +88,11 @@ def main(argv: list[str]) -> int:
     if central["slowdown_p50"] and bgp["slowdown_p50"]:
         print(f"slowdown p50 bgp / central: {bgp['slowdown_p50'] / central['slowdown_p50']:.2f}x")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "routing.json").write_text(json.dumps(
-        {"topology": args.topology, "fail": args.fail, "size": args.size, "cases": cases},
-        indent=1) + "\n")
+    name = ("routing.json" if args.topology == "leaf-spine" and args.cc is None
+            else f"routing-{re.sub(r'[^A-Za-z0-9.]+', '-', args.topology)}-{cases[0]['cc']}.json")
+    (RESULTS / name).write_text(json.dumps(
+        {"topology": args.topology, "fail": args.fail, "size": args.size,
+         "bfd_ms": args.bfd_ms, "cases": cases}, indent=1) + "\n")
     return 0
 
 

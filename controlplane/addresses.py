@@ -40,22 +40,34 @@ def _raw_switches(path: Path) -> list[dict[str, Any]]:
     return [s for s in switches or [] if isinstance(s, dict)]
 
 
-def topology_addresses(path: str | Path, grpc_base: int = GRPC_BASE,
-                       thrift_base: int = THRIFT_BASE) -> dict[str, SwitchAddress]:
-    """Every switch of the topology file, by name, in file order."""
-    path = Path(path)
-    raw = _raw_switches(path)
-    device_ids: dict[str, int] = {}
+def _locate(spec: str | Path) -> tuple[list[dict[str, Any]], Any]:
+    """(the switches as the file lists them, [] for a spec; the topology model or None), with names
+    resolved as `cellfabric run` resolves them (topologies.catalog): a file, a shipped name,
+    or a generator spec. Without the topologies package only a file can be read."""
     try:
-        from topologies.model import TopologyError, load_topology
+        from topologies.catalog import locate_topology, resolve_topology
+        from topologies.model import TopologyError
     except ImportError:
-        load_topology = None  # type: ignore[assignment]
-    if load_topology is not None and not any("grpc" in s for s in raw):
-        try:
-            topo = load_topology(path)
-        except TopologyError as err:
-            raise TopologyAddressError(str(err)) from None
-        device_ids = {n: sw.device_id for n, sw in topo.switches.items()}
+        return _raw_switches(Path(spec)), None
+    try:
+        path = locate_topology(str(spec))
+        if path is None:  # a generator spec: no file, no explicit addresses
+            return [], resolve_topology(str(spec))
+        raw = _raw_switches(path)
+        # a file with explicit addresses need not be a valid model (a bare switch list)
+        return raw, None if any("grpc" in s for s in raw) else resolve_topology(str(path))
+    except TopologyError as err:
+        raise TopologyAddressError(str(err)) from None
+
+
+def topology_addresses(spec: str | Path, grpc_base: int = GRPC_BASE,
+                       thrift_base: int = THRIFT_BASE) -> dict[str, SwitchAddress]:
+    """Every switch of the topology (a file, a shipped name or a generator spec such as
+    ``fat-tree:k=4``), by name, in file order."""
+    raw, topo = _locate(spec)
+    if topo is not None and not raw:
+        raw = [{"name": n} for n in topo.switches]
+    device_ids = {n: sw.device_id for n, sw in topo.switches.items()} if topo else {}
     out: dict[str, SwitchAddress] = {}
     for i, sw in enumerate(raw):
         name = str(sw.get("name"))

@@ -40,10 +40,11 @@ def add_parser(sub: Any) -> None:
 def _load(args: argparse.Namespace) -> tuple[Any, Fabric, dict[str, str]]:
     if not args.topology:
         raise UsageError("fabric: needs --topology FILE")
-    from topologies.model import TopologyError, load_topology
+    from topologies.catalog import resolve_topology
+    from topologies.model import TopologyError
 
     try:
-        topo = load_topology(args.topology)
+        topo = resolve_topology(args.topology)
     except TopologyError as err:
         raise UsageError(str(err)) from None
     for f in (args.p4info, args.bmv2_json):

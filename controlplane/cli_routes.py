@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
                    help="the switch's network namespace ({switch}: its name; the default)")
     r.add_argument("--port-map", default=None, metavar="IF=PORT,...",
                    help="interface -> front-panel port (default: interfaces named after "
-                   "their port number)")
+                   "their port number: N or portN)")
 
 
 @dataclass
@@ -54,8 +54,11 @@ class RouteRow:
 
 
 def port_map(text: str | None, ifnames: set[str]) -> dict[str, int]:
+    """--port-map, or by default the interfaces named after their port: ``N`` or ``portN``
+    (the names `cellfabric run --routing bgp` gives its namespaces' TAP and host ports)."""
     if text is None:
-        return {n: int(n) for n in ifnames if n.isdigit()}
+        named = ((n, n.removeprefix("port")) for n in ifnames)
+        return {n: int(num) for n, num in named if num.isdigit()}
     out: dict[str, int] = {}
     for item in filter(None, (w.strip() for w in text.split(","))):
         name, sep, port = item.partition("=")

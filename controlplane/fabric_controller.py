@@ -51,8 +51,8 @@ FABRIC_ROLE = "fabric-controller"
 FABRIC_ROLE_ENTITIES = (
     fp.T_MY_STATION, fp.T_ARP, fp.T_LPM, fp.T_GROUP_MODE, fp.T_CELL_LENGTH, fp.T_ADAPTIVE,
     fp.T_GROUP_SELECT, fp.P_SELECTOR, fp.T_HOST_PORT, fp.T_TENANT_SRC, fp.T_TENANT_DST,
-    fp.T_INT_WATCH, fp.T_INT_SINK, fp.T_FEEDBACK, fp.T_REWRITE, fp.T_ECN, fp.T_INT_TRANSIT,
-    fp.T_REPORT,
+    fp.T_INT_WATCH, fp.T_INT_SINK, fp.T_FEEDBACK, fp.T_CONTROL_PRIO, fp.T_REWRITE, fp.T_ECN,
+    fp.T_INT_TRANSIT, fp.T_REPORT,
     # the counters and the register the harness reads through the controller's connection
     # (a role's reads return only its entities)
     fp.C_PORT_TX, fp.C_PORT_TX_DATA, fp.C_PORT_RX, fp.C_DROPS, fp.C_ECN_MARKS, fp.R_QDEPTH)

@@ -44,6 +44,7 @@ ADAPTIVE_BUCKETS = 16
 REPORT_SESSION = 100
 FEEDBACK_OPCODES = (OP_ACK, OP_CNP)
 FEEDBACK_PRIORITY = 1
+CPU_PORT = 510  # fabric.p4's default (p4src/include/defines.p4): the switch's --cpu-port
 # A port's line rate is shared by its two queues. Hosts ACK every ACK_EVERY cells, so a port
 # that carries data one way and the other flows' ACKs needs about 1/(ACK_EVERY + 1) of its
 # packets for feedback (CNPs and grants ride within that): hosts send data at 80% of the line
@@ -95,6 +96,7 @@ T_TENANT_DST = "MyIngress.isolation.host_tenant_dst"
 T_INT_WATCH = "MyIngress.int_ingress.int_watchlist"
 T_INT_SINK = "MyIngress.int_ingress.int_sink"
 T_FEEDBACK = "MyIngress.feedback.feedback_priority"
+T_CONTROL_PRIO = "MyIngress.cpu_out.control_priority"
 T_REWRITE = "MyEgress.rewrite.egress_rewrite"
 T_ECN = "MyEgress.ecn.ecn_profile"
 T_INT_TRANSIT = "MyEgress.int_egress.int_transit_config"

@@ -22,6 +22,7 @@ can run beside it.
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -146,3 +147,29 @@ class RouteMapper:
         while gid in taken:
             gid += 1
         return gid
+
+
+
+def forwarded_prefixes(lpm: Mapping[str, int], selects: Mapping[int, int | None],
+                       members: Mapping[int, int]) -> set[str]:
+    """The ipv4_lpm prefixes a packet can actually leave by: the entry's group id has a
+    group_select entry (fabric.p4 drops NO_ROUTE without one) whose selector group has at
+    least one member. ``lpm``: prefix -> group id; ``selects``: group id -> the selector group
+    its group_select entry uses; ``members``: selector group -> member count."""
+    return {prefix for prefix, gid in lpm.items()
+            if members.get(selects.get(gid, -1) or -1, 0) > 0}
+
+
+def switch_forwarded_prefixes(conn) -> set[str]:
+    """forwarded_prefixes() as the switch behind ``conn`` holds them (read over P4Runtime:
+    ipv4_lpm, group_select and the selector's groups)."""
+    lpm: dict[str, int] = {}
+    for e in conn.read(TableEntry(table=fp.T_LPM)):
+        m = e.match["hdr.ipv4.dst_addr"]
+        prefix = f"{ipaddress.IPv4Address(int(m.value))}/{m.prefix_len}"
+        lpm[prefix] = int(e.params.get("group_id", -1))
+    selects = {int(e.match["meta.group_id"]): e.group
+               for e in conn.read(TableEntry(table=fp.T_GROUP_SELECT))}
+    members = {int(g.group_id or 0): len(g.members)
+               for g in conn.read(ActionProfileGroup(profile=fp.P_SELECTOR))}
+    return forwarded_prefixes(lpm, selects, members)

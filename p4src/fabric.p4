@@ -29,6 +29,7 @@ control MyIngress(inout headers_t hdr,
     SprayGroups() spray;
     IntIngress() int_ingress;
     FeedbackPriority() feedback;
+    ControlPriority() cpu_out;
 
     apply {
         port_rx.count((bit<32>)standard_metadata.ingress_port);
@@ -36,6 +37,7 @@ control MyIngress(inout headers_t hdr,
             /* from the controller: out of the port it names, untouched */
             standard_metadata.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
+            cpu_out.apply(standard_metadata);
         } else if (standard_metadata.parser_error != error.NoError
                    || standard_metadata.checksum_error == 1) {
             meta.drop_reason = DROP_BAD_PACKET;

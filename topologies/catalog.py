@@ -24,8 +24,15 @@ def find_topology(name: str) -> Path:
                         f"{SPEC_HELP})")
 
 
+def locate_topology(name: str) -> Path | None:
+    """The file a topology name stands for, or None for a generator spec (no file): the one
+    place that decides how a name is read, for every command that takes one."""
+    if is_spec(name) and not Path(name).exists():
+        return None
+    return find_topology(name)
+
+
 def resolve_topology(name: str) -> Topology:
     """A topology file, a shipped name, or a generator spec such as ``fat-tree:k=4``."""
-    if is_spec(name) and not Path(name).exists():
-        return generate(name)
-    return load_topology(find_topology(name))
+    path = locate_topology(name)
+    return generate(name) if path is None else load_topology(path)

@@ -321,9 +321,18 @@ def format_summary(m: RunMetrics) -> str:
                              f"x mean over {b['links']} links"))
     bgp = run.get("bgp")
     if bgp:  # --routing bgp (cellfabric.nos)
-        rows.append(("routing", f"bgp: {bgp.get('sessions')} sessions, every leaf routed to "
-                     f"every other leaf's hosts {bgp.get('converged_s', 0):.1f} s after FRR "
+        rows.append(("routing", f"bgp: {bgp.get('sessions')} sessions, every switch forwarded "
+                     f"every host prefix {bgp.get('converged_s', 0):.1f} s after FRR "
                      f"started; {bgp.get('messages_lost', 0)} messages lost"))
+        health = bgp.get("routes_during_workload") or {}
+        if health:  # route churn or holes while cells were in flight explain lost messages
+            holes = sorted(n for n, h in health.items() if h.get("missing_prefixes")
+                           or h.get("failed"))
+            rows.append(("routes during workload", (
+                f"{sum(h.get('write_batches', 0) for h in health.values())} agent write "
+                f"batches, {sum(h.get('deletes', 0) for h in health.values())} deletes; "
+                f"switches not forwarding every host prefix at the end: "
+                f"{', '.join(holes) or 'none'}")))
     if "step_time_p50_s" in s:
         rows.append(("all-reduce step p50 / max",
                      f"{_ms(s['step_time_p50_s'])} / {_ms(s['step_time_max_s'])}"))

@@ -53,13 +53,14 @@ from cellfabric.emulation.network import FabricNet
 from cellfabric.emulation.secure import RunPki
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FABRIC_ROLE, FabricController, fabric_role_config
+from controlplane.fabric_plan import CPU_PORT as FABRIC_CPU_PORT
 from controlplane.fabric_plan import QueuePlan
 from netlab.hosts import stop_process
 from netlab.targets import compile_p4
 from topologies.model import Topology
 
 # fabric.p4's default CPU_PORT (p4src/include/defines.p4): the switch's --cpu-port under bgp
-CPU_PORT = 510
+CPU_PORT = FABRIC_CPU_PORT
 
 
 class RunError(RuntimeError):
@@ -195,8 +196,8 @@ class FabricRun:
         except (FrrError, NamespaceError) as exc:
             raise RunError(str(exc)) from exc
         self.bgp = {"converged_s": converged, "bfd_ms": cfg.bfd_ms, **self.nos.summary()}
-        _say(f"      BGP converged in {converged:.1f} s: every leaf routes to every other "
-             f"leaf's hosts ({self.bgp['sessions']} sessions, "
+        _say(f"      BGP converged in {converged:.1f} s: every switch forwards every host "
+             f"prefix ({self.bgp['sessions']} sessions, "
              f"{self.bgp['route_agents']} route agents)")
         self.event_log.append({"t": time.time(), "event": f"BGP converged in {converged:.2f} s"})
 
@@ -424,6 +425,9 @@ class FabricRun:
             s = summarize(m)
             lost = s["messages_total"] - s["messages_completed"]
             self.bgp["messages_lost"] = lost
+            if self.nos is not None:  # what each switch's routes did while the workload ran
+                self.bgp["routes_during_workload"] = self.nos.route_health(
+                    self.traffic_start or self.t0 or 0.0)
             for failure in self.failures:
                 failure["messages_lost_in_run"] = lost
         m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows)

@@ -3,7 +3,8 @@
 Routes, groups, spray modes and the selector belong to each switch's route agent (its own
 P4Runtime role, controlplane.route_entries.ROUTE_AGENT_ENTITIES); the controller still writes
 what the topology fixes and no routing protocol learns: router MACs, MAC rewrites, host ports,
-ARP answers, tenants, INT, ECN, feedback priority, queue settings. Its reads and its diff
+ARP answers, tenants, INT, ECN, feedback priority, queue settings, and the priority of the
+NOS's own in-band frames (control_priority). Its reads and its diff
 leave the agents' entities alone, also on a target without roles (real BMv2 returns every
 entry to every client).
 """
@@ -14,10 +15,13 @@ from typing import Any
 
 from p4.v1 import p4runtime_pb2
 
+from controlplane import fabric_plan as fp
+from controlplane.entities import TableEntry
 from controlplane.fabric_controller import (
     FABRIC_ROLE_ENTITIES,
     FabricController,
     Identity,
+    desired_protos,
     fabric_role_config,
 )
 from controlplane.fabric_plan import SwitchPlan
@@ -44,12 +48,26 @@ def _agent_owned(conn: Any, proto: p4runtime_pb2.Entity) -> bool:
     return False
 
 
+def control_priority(plan: SwitchPlan, cpu_port: int = fp.CPU_PORT) -> list[TableEntry]:
+    """The NOS's in-band frames (PacketOuts from the CPU port) on the feedback queue, ahead of
+    the data cells a congested port holds, so BFD and BGP keepalives are not held back past
+    their timers; only on a switch with priority queues (its plan maps feedback to one)."""
+    if not any(isinstance(e, TableEntry) and e.table == fp.T_FEEDBACK for e in plan.entities):
+        return []
+    return [TableEntry(table=fp.T_CONTROL_PRIO,
+                       match={"standard_metadata.ingress_port": cpu_port},
+                       action="MyIngress.cpu_out.set_priority",
+                       params={"prio": fp.FEEDBACK_PRIORITY})]
+
+
 class BaseController(FabricController):
     """A FabricController that plans, reads and diffs everything but the agents' entities."""
 
     def _desired(self, conn: Any, plan: SwitchPlan) -> dict[Identity, p4runtime_pb2.Entity]:
-        return {k: v for k, v in super()._desired(conn, plan).items()
-                if not _agent_owned(conn, v)}
+        desired = {k: v for k, v in super()._desired(conn, plan).items()
+                   if not _agent_owned(conn, v)}
+        desired.update(desired_protos(conn, control_priority(plan)))
+        return desired
 
     def _actual(self, conn: Any) -> dict[Identity, p4runtime_pb2.Entity]:
         return {k: v for k, v in super()._actual(conn).items() if not _agent_owned(conn, v)}

@@ -6,9 +6,9 @@ configured from the topology (frr, frr_config), and the route agent that turns t
 namespace's kernel routes into fabric.p4's routes and groups (cellfabric.nos.route_agent; the
 controller writes the rest, cellfabric.nos.base_controller). A leaf's hosts are routes over
 dummy interfaces named after their ports, so the agent finds them in the same table. The run
-waits until every leaf has a route to every other leaf's
-hosts; each injected failure is timed from injection to BFD's detection, to the last change
-of any switch's BGP table (convergence), and to the agents' last P4 write (reprogramming).
+waits until every switch's P4 table forwards every host prefix (what the workload needs); each
+injected failure is timed from injection to BFD's detection, to the last change of any
+switch's BGP table (convergence), and to the agents' last P4 write (reprogramming).
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from cellfabric.nos.frr_config import BfdTimers, SwitchRouting, port_interface, 
 from cellfabric.nos.namespace import HostPort, SwitchNamespace, TapPort, remove_run_namespaces
 from cellfabric.nos.relay import RELAY_ROLE, PacketRelay, RelayPort, relay_role_config
 from controlplane.connection import SwitchConnection
+from controlplane.errors import ControlPlaneError
 from topologies.model import Topology, router_mac
 
 CONVERGE_WAIT_S = 120.0
+READY_QUIET_S = 1.0   # no route agent wrote for this long: the run's tables have settled
 QUIET_S = 3.0          # a BGP table unchanged this long after a failure has converged
 FAILURE_WAIT_S = 30.0
 POLL_S = 0.05         # BFD on the failed links' ends (two vtysh calls a round)
@@ -110,40 +112,75 @@ class FabricNos:
         return {n: sw.agent for n, sw in self.switches.items() if sw.agent is not None}
 
     # -- measurements -------------------------------------------------------------------------
-    def _missing_routes(self) -> dict[str, int]:
-        """Per switch, how many of its sessions are not established yet, and per leaf, how
-        many other leaves' host prefixes it has no route to in BGP and on the switch yet."""
-        missing = {}
+    def host_prefixes(self) -> set[str]:
+        """Every host prefix the fabric carries (what the leaves announce)."""
+        return {p for sw in self.switches.values() for p in sw.routing.prefixes}
+
+    def _missing_routes(self) -> dict[str, int | str]:
+        """What the workload still lacks: per switch, sessions not established, a route agent
+        that stopped, and host prefixes its P4 table does not forward yet (read back from the
+        switch: route, group_select entry, a group with members). Every switch, not only the
+        leaves: a cell crosses aggregation and core switches too, and an agent there may lag
+        behind the BGP table that already reached the leaves."""
+        missing: dict[str, int | str] = {}
+        want = self.host_prefixes()
         for name, sw in self.switches.items():
             if sw.frr is not None:
                 want_peers = {s.peer_ip for s in sw.routing.sessions}
                 down = len(want_peers - sw.frr.established_peers())
                 if down:
                     missing[f"{name} sessions"] = down
-            if self.topo.switches[name].role != "leaf" or sw.frr is None:
+            if sw.agent is None:
                 continue
-            want = {p for other in self.switches.values() if other.name != name
-                    for p in other.routing.prefixes}
-            have = set(sw.frr.bgp_routes())
-            if sw.agent is not None:  # ... and the agent has written them to the switch
-                have &= set(sw.agent.entries.routes)
-            if want - have:
-                missing[f"{name} prefixes"] = len(want - have)
+            if sw.agent.failed:
+                missing[f"{name} route agent"] = sw.agent.failed
+            try:
+                lacking = want - sw.agent.forwarded_prefixes()
+            except ControlPlaneError as err:
+                missing[f"{name} P4 routes"] = f"unreadable: {err}"
+                continue
+            if lacking:
+                missing[f"{name} prefixes"] = len(lacking)
         return missing
 
+    def _last_write(self) -> float:
+        return max((b.wall_time for a in self.agents.values() for b in list(a.writes)),
+                   default=0.0)
+
     def wait_converged(self, timeout_s: float = CONVERGE_WAIT_S) -> float:
-        """Seconds from the first FRR's start until every session is up and every leaf routes to every
-        other leaf's hosts, in BGP and on the switch (the agents wrote it)."""
+        """Seconds from the first FRR's start until every session is up and every switch's
+        P4 table forwards every host prefix, with no agent having written for READY_QUIET_S
+        (path hunting over: the tables the workload starts on are the final ones)."""
         t0 = self.frr_started_at or time.time()
-        missing = self._missing_routes()
-        while missing:
+        while True:
+            missing = self._missing_routes()
+            quiet = time.time() - self._last_write()
+            if not missing and quiet >= READY_QUIET_S:
+                # the tables became final at the last write, not at this poll
+                return max(self._last_write(), t0) - t0
             if time.time() - t0 > timeout_s:
                 raise FrrError(f"BGP did not converge within {timeout_s:.0f} s: still missing: "
-                               f"{missing} (FRR logs in {self.folder})")
+                               f"{missing or 'quiet route agents'} (FRR logs in {self.folder})")
             # every poll is a vtysh per switch: on a busy machine they cost what FRR needs
             self._stop.wait(0.5)
-            missing = self._missing_routes()
-        return time.time() - t0
+
+    def route_health(self, since: float) -> dict[str, dict[str, Any]]:
+        """Per switch, what its routes did from ``since`` (wall clock) on: the agent's write
+        batches and deleted entries, its errors and netlink restarts, whether it still runs,
+        and the host prefixes its P4 table does not forward now."""
+        want = self.host_prefixes()
+        out: dict[str, dict[str, Any]] = {}
+        for name, agent in self.agents.items():
+            batches = [b for b in list(agent.writes) if b.wall_time >= since]
+            try:
+                lacking: Any = sorted(want - agent.forwarded_prefixes())
+            except ControlPlaneError as err:
+                lacking = f"unreadable: {err}"
+            out[name] = {"write_batches": len(batches),
+                         "deletes": sum(b.deletes for b in batches),
+                         "errors": len(agent.errors), "watch_restarts": agent.watch_restarts,
+                         "failed": agent.failed, "missing_prefixes": lacking}
+        return out
 
     def _ribs(self) -> dict[str, dict[str, int]]:
         out = {}

@@ -152,6 +152,8 @@ def bgpd_conf(sw: SwitchRouting) -> str:
     otherwise exchanges nothing without a route-map), multipath across differing AS paths."""
     lines = [f"hostname {sw.name}", "!", f"router bgp {sw.asn}",
              f" bgp router-id {sw.router_id}",
+             # a session's every change, with its reason (BFD down, hold timer), in bgpd.log
+             " bgp log-neighbor-changes",
              " no bgp ebgp-requires-policy",
              " no bgp network import-check",
              " bgp bestpath as-path multipath-relax",

@@ -36,7 +36,12 @@ from controlplane.fabric_controller import (
     read_actual,
 )
 from controlplane.kernel_routes import KernelRoute, KernelRouteWatch, read_routes
-from controlplane.route_entries import RouteEntries, RouteMapper, route_agent_reads
+from controlplane.route_entries import (
+    RouteEntries,
+    RouteMapper,
+    route_agent_reads,
+    switch_forwarded_prefixes,
+)
 
 MAX_BURST_S = 0.2
 Installed = dict[tuple[str, object], p4runtime_pb2.Entity]
@@ -80,6 +85,8 @@ class RouteAgent:
         self.table: dict[str, KernelRoute] = {}  # the kernel table last programmed
         self.entries = RouteEntries()  # what that table became
         self._installed: Installed | None = None  # None: read the switch before the next diff
+        self.failed: str | None = None  # why run() ended, if it did other than by stop
+        self.watch_restarts = 0  # netlink watches that failed and were opened again
         self._lock = threading.Lock()
 
     # -- one pass -------------------------------------------------------------------------------
@@ -150,17 +157,42 @@ class RouteAgent:
     def run(self, stop: threading.Event, poll_s: float = 0.1) -> None:
         """Program the table, then follow it until ``stop`` is set (checked every ``poll_s``).
         A pass that fails to write is logged once and retried every ``poll_s`` from a fresh
-        read of the switch. A namespace that cannot be read raises KernelRouteError."""
-        asyncio.run(self._follow(stop, poll_s))
+        read of the switch. A namespace that cannot be read raises KernelRouteError; anything
+        else that ends the thread is kept in ``failed`` (the harness's readiness check sees
+        it: an agent gone silent would freeze the switch's routes as they were)."""
+        try:
+            asyncio.run(self._follow(stop, poll_s))
+        except BaseException as err:
+            self.failed = f"{type(err).__name__}: {err}"
+            self.log(f"route agent {self.switch}: stopped following the table: {self.failed}")
+            raise
 
     async def _follow(self, stop: threading.Event, poll_s: float) -> None:
-        async with KernelRouteWatch(self.netns) as watch:
-            self._installed = None
-            self._program_logged(dict(watch.table))
-            while not stop.is_set():
-                seen = await self._burst(watch, poll_s)
-                if seen is not None:
-                    self._program_logged(dict(watch.table), seen)
+        opened = False
+        while not stop.is_set():
+            try:
+                async with KernelRouteWatch(self.netns) as watch:
+                    opened = True
+                    self._installed = None
+                    self._program_logged(dict(watch.table))
+                    while not stop.is_set():
+                        seen = await self._burst(watch, poll_s)
+                        if seen is not None:
+                            self._program_logged(dict(watch.table), seen)
+            except OSError as err:
+                if not opened:
+                    raise
+                # a receive buffer that overflowed (ENOBUFS: notifications were lost) fails
+                # every later read on that socket: a new one's dump is the table again
+                self.watch_restarts += 1
+                self.log(f"route agent {self.switch}: netlink watch failed ({err}); "
+                         "reading the table again")
+                await asyncio.sleep(poll_s)
+
+    def forwarded_prefixes(self) -> set[str]:
+        """The prefixes the switch forwards now (its entries read back: route, group_select
+        entry, a group with members)."""
+        return switch_forwarded_prefixes(self.conn)
 
     async def _burst(self, watch: KernelRouteWatch, poll_s: float) -> float | None:
         """Wait for changes, then take those that follow within ``settle_s`` of each other

@@ -40,6 +40,28 @@ control FeedbackPriority(inout headers_t hdr,
     }
 }
 
+/* Ingress: what the switch's own control plane sends (PacketOut: a NOS's BGP, BFD and ARP
+ * in band) joins the feedback queue, ahead of data, as a switch's CPU-generated traffic does:
+ * cells queued on a congested port would otherwise hold BFD back past its detection time, and
+ * the sessions, and with them the routes, would flap under the workload. One entry, for the
+ * CPU port; none on a switch started without priority queues. */
+control ControlPriority(inout standard_metadata_t standard_metadata) {
+    action set_priority(bit<3> prio) {
+        standard_metadata.priority = prio;
+    }
+
+    table control_priority {
+        key = { standard_metadata.ingress_port : exact; }
+        actions = { set_priority; NoAction; }
+        default_action = NoAction();
+        size = 4;
+    }
+
+    apply {
+        control_priority.apply();
+    }
+}
+
 /* Egress: DCQCN/RED-like ECN marking on the depth of the queue the packet joined
  * (enq_qdepth, packets). With q = enq_qdepth and the port's profile (kmin, kmax, step):
  *   q <  kmin          never marked

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_port_map_defaults_to_interfaces_named_after_their_port() -> None:
     assert port_map(None, {"1", "12", "eth0", "lo"}) == {"1": 1, "12": 12}
+    # a --routing bgp namespace's TAPs and host ports
+    assert port_map(None, {"port1", "port3", "portx", "lo"}) == {"port1": 1, "port3": 3}
     assert port_map("tapA=3, tapB=4", set()) == {"tapA": 3, "tapB": 4}
     with pytest.raises(UsageError, match="'tapA:3' is not IFNAME=PORT"):
         port_map("tapA:3", set())

@@ -86,6 +86,7 @@ def test_bgpd_conf_has_bfd_ecmp_and_relax() -> None:
     text = bgpd_conf(sw)
     assert f"router bgp {sw.asn}\n" in text
     assert "bgp bestpath as-path multipath-relax" in text
+    assert "bgp log-neighbor-changes" in text  # why a session flapped, in bgpd.log
     assert "maximum-paths 64" in text
     assert "network 10.0.1.1/32" in text
     for s in sw.sessions:

@@ -248,3 +248,17 @@ def test_event_times_are_shown_in_a_unit_that_shows_them() -> None:
     assert lines == ["event at 20.000 us: link a11-c1 down (injected)",
                      "event at 3.500 ms: link a11-c1 up (injected)",
                      "event at 2.50 s: link l1-s1 down (injected)"]
+
+
+def test_bgp_route_churn_and_holes_during_the_workload_are_one_line() -> None:
+    m = _metrics()
+    health = {"c1": {"write_batches": 3, "deletes": 7, "missing_prefixes": []},
+              "e42": {"write_batches": 2, "deletes": 1, "missing_prefixes": ["10.1.1.1/32"]},
+              "a11": {"write_batches": 0, "deletes": 0, "missing_prefixes": [],
+                      "failed": "OSError: [Errno 105] No buffer space available"}}
+    m.run["bgp"] = {"sessions": 32, "converged_s": 12.8, "messages_lost": 1,
+                    "routes_during_workload": health}
+    text = format_summary(m)
+    assert ("5 agent write batches, 8 deletes; switches not forwarding every host prefix at "
+            "the end: a11, e42") in text
+    assert "every switch forwarded every host prefix 12.8 s after FRR started" in text

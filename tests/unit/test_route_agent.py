@@ -222,3 +222,41 @@ def test_a_switch_that_cannot_shrink_groups_gets_new_ones(setup, applies: bool) 
     assert all(e.WhichOneof("entity") != "action_profile_group" for e in third.modifies)
     assert refusing.refused == 1 and agent.errors == []
     assert groups_on(ctl)[routes_on(ctl)["10.1.0.0/16"]] == {1}
+
+
+def test_a_netlink_overflow_reads_the_table_again(setup, monkeypatch) -> None:
+    """A watch whose receive buffer overflowed (ENOBUFS: notifications lost, every later
+    read fails) is replaced by a new one whose dump is the table: the agent keeps following
+    instead of freezing the switch's routes as they were."""
+    import errno
+
+    from cellfabric.nos import route_agent
+    from controlplane.kernel_routes import KernelRouteWatch
+
+    overflows = [1]
+
+    class OverflowingWatch(KernelRouteWatch):
+        async def changes(self, timeout: float):
+            got = await super().changes(timeout)
+            if got != [] and overflows[0]:
+                overflows[0] -= 1
+                raise OSError(errno.ENOBUFS, "No buffer space available")
+            return got
+
+    monkeypatch.setattr(route_agent, "KernelRouteWatch", OverflowingWatch)
+    lab, ctl, conn = setup
+    agent = make_agent(lab, conn)
+    stop, thread = follow(agent)
+    try:
+        assert settled(agent, lambda: agent._installed is not None)
+        # this change arrives on the watch that overflows: only a new dump has it
+        lab.ip("route", "add", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 2))
+        assert settled(agent, lambda: set(routes_on(ctl)) == {"10.1.0.0/16"})
+        assert overflows == [0] and agent.watch_restarts == 1 and agent.failed is None
+        lab.ip("route", "add", "10.2.0.0/16", "proto", "bgp", *lab.via(3))
+        assert settled(agent, lambda: set(routes_on(ctl)) == {"10.1.0.0/16", "10.2.0.0/16"})
+        assert agent.forwarded_prefixes() == {"10.1.0.0/16", "10.2.0.0/16"}
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()

@@ -70,8 +70,12 @@ class Switches:
         self.procs: dict[str, subprocess.Popen] = {}
         self.addrs = {n: f"127.0.0.1:{free_port()}" for n in names}
         self.admin = {n: free_port() for n in names}
-        for i, n in enumerate(names, start=1):
-            self.start(n, i)
+        try:
+            for i, n in enumerate(names, start=1):
+                self.start(n, i)
+        except BaseException:
+            self.close()  # the ones that did start: a failed set-up leaves no process behind
+            raise
 
     def start(self, name: str, device_id: int) -> None:
         argv = [sys.executable, "-m", "p4sim.cli", "switch", "--device-id", str(device_id),
@@ -80,7 +84,8 @@ class Switches:
         self.procs[name] = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                             stderr=subprocess.DEVNULL)
         host, port = self.addrs[name].split(":")
-        assert wait_until(lambda: tcp_accepts(int(port), host), 20), f"{name} did not start"
+        # (a generous bound: a loaded machine takes seconds to import the switch)
+        assert wait_until(lambda: tcp_accepts(int(port), host), 60), f"{name} did not start"
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name)

@@ -1,0 +1,77 @@
+"""The report's plots: each figure drawn once, laid out so that what sits outside the axes
+(legends) stays in the image, and nothing drawn that shows nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from cellfabric.core import plots
+from cellfabric.core.report import RunMetrics, link_accounting
+
+
+def _records(directions: int) -> list[dict]:
+    return [{"link": f"l{i}-s1", "tier": "leaf-spine", "capacity_pps": 100,
+             "directions": {f"l{i}->s1": {"queue": f"l{i}:1", "up": True, "cells": 10 + i,
+                                          "other": 2}}}
+            for i in range(directions)]
+
+
+def _metrics(samples: bool = True) -> RunMetrics:
+    m = RunMetrics(run={"name": "r1", "t0": 0.0})
+    m.link_load = {"window_s": 1.0, "links": _records(4)}
+    m.queues = {f"l{i}:1": [[0.1, 3], [0.2, 17 - i]] for i in range(4)}
+    m.flows = {"h1->h3": {"samples": [[0.1, 400], [0.2, 500]] if samples else [],
+                          "bytes": 10**6}}
+    m.messages = [{"src": "h1", "dst": "h3", "fct_s": 0.01 * (i + 1)} for i in range(4)]
+    m.reorder = {f"h{i}": {"max_depth": 6, "p99_depth": 4} for i in range(1, 4)}
+    return m
+
+
+def test_every_figure_is_drawn_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    draws: list[Figure] = []
+    draw = Figure.draw
+
+    def counted(self: Figure, renderer: object) -> None:
+        draws.append(self)
+        draw(self, renderer)
+
+    monkeypatch.setattr(Figure, "draw", counted)
+    written = plots.write_plots(_metrics(), tmp_path)
+    assert sorted(p.name for p in written) == ["completion_times.png", "flow_rates.png",
+                                               "link_load.png", "queue_depth.png",
+                                               "reorder_depth.png"]
+    assert len(draws) == len(written)  # savefig(bbox_inches="tight") drew each twice
+    for p in written:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_legend_outside_the_axes_stays_in_the_image(tmp_path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [0, 1], label="a rather long legend label")
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    plots.one_draw(fig, tmp_path / "f.png")
+    box, page = legend.get_window_extent(), fig.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and box.y1 <= page.y1
+    plt.close(fig)
+
+
+def test_a_tier_of_many_links_has_no_tick_per_bar() -> None:
+    for n, ticks in ((plots.MAX_LABELS, plots.MAX_LABELS), (plots.MAX_LABELS + 1, 0)):
+        fig = plots._link_loads(plt, link_accounting(_records(n), 1.0))
+        assert len(fig.axes[0].get_xticks()) == ticks
+        assert len(fig.axes[0].get_xticklabels()) == ticks
+        plt.close(fig)
+
+
+def test_no_rate_plot_when_no_flow_has_rate_samples(tmp_path: Path) -> None:
+    written = plots.write_plots(_metrics(samples=False), tmp_path)
+    assert "flow_rates.png" not in [p.name for p in written]
+    assert "link_load.png" in [p.name for p in written]

@@ -121,7 +121,12 @@ class FabricNos:
         that stopped, and host prefixes its P4 table does not forward yet (read back from the
         switch: route, group_select entry, a group with members). Every switch, not only the
         leaves: a cell crosses aggregation and core switches too, and an agent there may lag
-        behind the BGP table that already reached the leaves."""
+        behind the BGP table that already reached the leaves.
+
+        The switches are read back only once nothing cheaper is missing (every session up,
+        every agent's own record of what it wrote complete): the reads run in the process
+        that relays every switch's BFD frames, and during bring-up they would cost BFD the
+        CPU it needs to keep its sessions up."""
         missing: dict[str, int | str] = {}
         want = self.host_prefixes()
         for name, sw in self.switches.items():
@@ -134,6 +139,14 @@ class FabricNos:
                 continue
             if sw.agent.failed:
                 missing[f"{name} route agent"] = sw.agent.failed
+            written = getattr(getattr(sw.agent, "entries", None), "routes", None)
+            if written is not None and want - set(written):
+                missing[f"{name} prefixes"] = len(want - set(written))
+        if missing:
+            return missing
+        for name, sw in self.switches.items():
+            if sw.agent is None:
+                continue
             try:
                 lacking = want - sw.agent.forwarded_prefixes()
             except ControlPlaneError as err:

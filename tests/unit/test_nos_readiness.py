@@ -14,7 +14,7 @@ from cellfabric.nos.fabric_nos import FabricNos, SwitchNos
 from cellfabric.nos.frr import FrrError
 from cellfabric.nos.frr_config import routing_plan
 from cellfabric.nos.route_agent import WriteBatch
-from controlplane.route_entries import forwarded_prefixes
+from controlplane.route_entries import RouteEntries, forwarded_prefixes
 from topologies.catalog import resolve_topology
 
 
@@ -71,8 +71,46 @@ def test_a_core_or_aggregation_hole_is_missing_though_every_leaf_is_complete(
 def test_a_leaf_needs_its_own_hosts_and_every_session(tmp_path: Path) -> None:
     nos = fabric(tmp_path)
     nos.switches["e42"].agent.prefixes -= {"10.4.2.1/32"}
+    assert nos._missing_routes() == {"e42 prefixes": 1}
     nos.switches["a11"].frr.peers.pop()
-    assert nos._missing_routes() == {"e42 prefixes": 1, "a11 sessions": 1}
+    assert nos._missing_routes() == {"a11 sessions": 1}  # the switches are not read yet
+
+
+class Reads:
+    """Counts an agent's read-backs of its switch."""
+
+    def __init__(self, agent: FakeAgent) -> None:
+        self.agent, self.calls = agent, 0
+
+    def __call__(self) -> set[str]:
+        self.calls += 1
+        return set(self.agent.prefixes)
+
+
+def test_switches_are_read_back_only_once_nothing_cheaper_is_missing(tmp_path: Path) -> None:
+    nos = fabric(tmp_path)
+    reads = {}
+    for name, sw in nos.switches.items():
+        reads[name] = Reads(sw.agent)
+        sw.agent.forwarded_prefixes = reads[name]  # type: ignore[method-assign]
+    # a session down anywhere: no switch is read (the reads would take the relays' CPU)
+    nos.switches["c1"].frr.peers.pop()
+    assert nos._missing_routes() == {"c1 sessions": 1}
+    assert sum(r.calls for r in reads.values()) == 0
+    # an agent whose own record lacks a prefix: the same
+    nos = fabric(tmp_path)
+    for name, sw in nos.switches.items():
+        reads[name] = Reads(sw.agent)
+        sw.agent.forwarded_prefixes = reads[name]  # type: ignore[method-assign]
+    nos.switches["a21"].agent.entries = RouteEntries(routes={"10.1.1.1/32": 1})
+    assert nos._missing_routes() == {"a21 prefixes": 15}
+    assert sum(r.calls for r in reads.values()) == 0
+    # all complete by the cheap checks: every switch is read back, and a hole there counts
+    nos.switches["a21"].agent.entries = RouteEntries(
+        routes={p: 1 for p in nos.host_prefixes()})
+    nos.switches["c3"].agent.prefixes -= {"10.4.2.1/32"}
+    assert nos._missing_routes() == {"c3 prefixes": 1}
+    assert all(r.calls == 1 for r in reads.values())
 
 
 def test_a_stopped_agent_is_missing(tmp_path: Path) -> None:

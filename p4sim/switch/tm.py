@@ -440,17 +440,8 @@ class TrafficManager:
                     continue
                 if q.blocked:
                     break  # due when the kernel takes more: the ports wake the loop then
-                t = -(-q.next_num // q.pps) if q.pps else 0
-                link = q.link
-                if link is not None:  # Link.ready_at(), inline
-                    if link.bps:
-                        r = -(-link.free_num // link.bps)
-                        if r > t:
-                            t = r
-                    if link.pps:
-                        r = -(-link.line_num // link.pps)
-                        if r > t:
-                            t = r
+                # (a call, not inline: with deadline_exact this walk is the rare case)
+                t = _ready_at(q, q.link)
                 if best is None or t < best:
                     best = t
                 break

@@ -179,7 +179,9 @@ def component_section() -> list[str]:
         path = RESULTS / f"{name}.txt"
         if not path.exists():
             continue
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip()][-12:]
+        # the switch bench's figures run to 25 lines (three paths over veths, BMv2 among them)
+        keep = 30 if name == "switch" else 12
+        lines = [ln for ln in path.read_text().splitlines() if ln.strip()][-keep:]
         out += ["", f"`bench/{name}_bench.py`:", "", "```", *lines, "```"]
     return out
 

@@ -346,7 +346,8 @@ def summarize(name: str, results: list[tuple[int, float, float]]) -> tuple[float
     return lossless, peak
 
 
-FABRIC_RATES = [1000, 2000, 4000, 6000, 8000, 12000, 16000, 24000, 32000, 48000, 64000]
+FABRIC_RATES = [1000, 2000, 4000, 6000, 8000, 12000, 16000, 24000, 32000, 48000, 64000, 96000,
+                128000, 192000]
 
 
 def bmv2_on_path() -> bool:

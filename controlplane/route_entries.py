@@ -26,6 +26,7 @@ import ipaddress
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf import any_pb2
 
@@ -149,7 +150,6 @@ class RouteMapper:
         return gid
 
 
-
 def forwarded_prefixes(lpm: Mapping[str, int], selects: Mapping[int, int | None],
                        members: Mapping[int, int]) -> set[str]:
     """The ipv4_lpm prefixes a packet can actually leave by: the entry's group id has a
@@ -160,7 +160,7 @@ def forwarded_prefixes(lpm: Mapping[str, int], selects: Mapping[int, int | None]
             if members.get(selects.get(gid, -1) or -1, 0) > 0}
 
 
-def switch_forwarded_prefixes(conn) -> set[str]:
+def switch_forwarded_prefixes(conn: Any) -> set[str]:
     """forwarded_prefixes() as the switch behind ``conn`` holds them (read over P4Runtime:
     ipv4_lpm, group_select and the selector's groups)."""
     lpm: dict[str, int] = {}

@@ -139,9 +139,9 @@ class FabricNos:
                 continue
             if sw.agent.failed:
                 missing[f"{name} route agent"] = sw.agent.failed
-            written = getattr(getattr(sw.agent, "entries", None), "routes", None)
-            if written is not None and want - set(written):
-                missing[f"{name} prefixes"] = len(want - set(written))
+            lacking = want - sw.agent.entries.routes.keys()
+            if lacking:
+                missing[f"{name} prefixes"] = len(lacking)
         if missing:
             return missing
         for name, sw in self.switches.items():

@@ -31,7 +31,8 @@ class FakeFrr:
 
 class FakeAgent:
     def __init__(self, prefixes: set[str]) -> None:
-        self.prefixes = set(prefixes)
+        self.prefixes = set(prefixes)  # what the switch forwards (its read-back)
+        self.entries = RouteEntries(routes={p: 1 for p in prefixes})  # what it wrote
         self.failed: str | None = None
         self.writes: list[WriteBatch] = []
         self.errors: list[str] = []

@@ -10,10 +10,9 @@ routes and groups that avoid it.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import zlib
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -157,7 +156,12 @@ def _link_key(a: str, b: str) -> frozenset[str]:
 
 def next_hops(topo: Topology, down: set[frozenset[str]]) -> dict[str, dict[str, list[int]]]:
     """switch -> host -> ports of that switch on a shortest path to the host (over up links;
-    hosts are never transit nodes)."""
+    hosts are never transit nodes).
+
+    Hosts attached to the same switches (every host of a leaf, both ports of a dual-homed NIC
+    on the same pair) have the same distances from every switch and the same next hops on
+    every switch but their own: one search per attachment set, not per host (a k=16
+    fat-tree's 1024 hosts are 128 sets, 320 switches x 16 ports each)."""
     adj: dict[str, list[tuple[str, int]]] = defaultdict(list)  # node -> (peer, own port)
     for lk in topo.links:
         if _link_key(lk.a, lk.b) in down:
@@ -165,18 +169,36 @@ def next_hops(topo: Topology, down: set[frozenset[str]]) -> dict[str, dict[str, 
         adj[lk.a].append((lk.b, lk.a_port))
         adj[lk.b].append((lk.a, lk.b_port))
     result: dict[str, dict[str, list[int]]] = {s: {} for s in topo.switches}
-    peers = topo.adjacency(down)
+    by_attachment: dict[frozenset[str], list[str]] = defaultdict(list)
     for host in topo.hosts:
-        dist = topo.distances(host, down, peers)
-        for sw in topo.switches:
-            if sw not in dist:
-                continue  # unreachable: no route, packets to it are dropped as no_route
-            ports = sorted({port for peer, port in adj[sw]
-                            if dist.get(peer) == dist[sw] - 1
-                            and (peer == host or peer in topo.switches)})
-            if ports:
-                result[sw][host] = ports
+        by_attachment[frozenset(p for p, _ in adj[host] if p in topo.switches)].append(host)
+    for attached, hosts in by_attachment.items():
+        dist = _switch_distances(topo, adj, attached)
+        for sw, d in dist.items():
+            # toward the hosts through another switch one hop nearer (none for d == 1)
+            shared = {port for peer, port in adj[sw] if dist.get(peer) == d - 1}
+            for host in hosts:
+                ports = shared
+                if d == 1:  # the host's own switch: its ports to the host itself
+                    ports = shared | {port for peer, port in adj[sw] if peer == host}
+                if ports:
+                    result[sw][host] = sorted(ports)
     return result
+
+
+def _switch_distances(topo: Topology, adj: dict[str, list[tuple[str, int]]],
+                      attached: frozenset[str]) -> dict[str, int]:
+    """Links from a host attached to ``attached`` to every switch it reaches (the switches
+    only: hosts never forward)."""
+    dist = dict.fromkeys(attached, 1)
+    todo = deque(sorted(attached))
+    while todo:
+        node = todo.popleft()
+        for peer, _ in adj[node]:
+            if peer not in dist and peer in topo.switches:
+                dist[peer] = dist[node] + 1
+                todo.append(peer)
+    return dist
 
 
 def _neighbor_mac(topo: Topology, node: str, port: int) -> str:
@@ -193,7 +215,9 @@ def _aggregate(routes: dict[str, int], topo: Topology) -> dict[str, int]:
     topology leaves by the same group (fewer entries, same forwarding)."""
     by_net: dict[str, list[str]] = defaultdict(list)
     for host in topo.hosts.values():
-        by_net[str(ipaddress.ip_network(f"{host.ip}/24", strict=False))].append(host.ip)
+        # the model keeps addresses canonical (str(IPv4Address)): the /24 is the first three
+        # octets (ipaddress here was a tenth of planning a k=16 fat-tree)
+        by_net[f"{host.ip.rpartition('.')[0]}.0/24"].append(host.ip)
     out: dict[str, int] = {}
     for net, ips in by_net.items():
         groups = {routes.get(ip) for ip in ips}

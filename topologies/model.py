@@ -142,6 +142,11 @@ class Topology:
     servers: dict[str, ServerSpec] = field(default_factory=dict)
     nvlinks: list[NvLinkSpec] = field(default_factory=list)
     server_settings: ServerSettings = field(default_factory=ServerSettings)
+    # (node, port) -> (peer, peer port): built on first use and again whenever links were
+    # added since (planning a k=16 fat-tree asks 12 k times; a scan of every link each time
+    # was a third of it)
+    _peers: dict[tuple[str, int], tuple[str, int]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     def same_server(self, a: str, b: str) -> bool:
         """Whether two different hosts are GPUs of one server (their traffic is NVLink's)."""
@@ -175,12 +180,17 @@ class Topology:
         return ports
 
     def peer(self, node: str, port: int) -> tuple[str, int]:
-        for lk in self.links:
-            if lk.a == node and lk.a_port == port:
-                return lk.b, lk.b_port
-            if lk.b == node and lk.b_port == port:
-                return lk.a, lk.a_port
-        raise KeyError(f"{node} has no port {port}")
+        peers = self._peers
+        if peers is None or len(peers) != 2 * len(self.links):
+            peers = {}
+            for lk in reversed(self.links):  # the first link on a port wins, as a scan's
+                peers[(lk.b, lk.b_port)] = (lk.a, lk.a_port)
+                peers[(lk.a, lk.a_port)] = (lk.b, lk.b_port)
+            self._peers = peers
+        try:
+            return peers[(node, port)]
+        except KeyError:
+            raise KeyError(f"{node} has no port {port}") from None
 
     def adjacency(self, down: Collection[frozenset[str]] = frozenset()) -> dict[str, list[str]]:
         """Each node's peers over the links not in ``down`` (each a frozenset of its ends)."""

@@ -67,7 +67,7 @@ control Forwarding(inout headers_t hdr,
         actions = { arp_reply; NoAction; }
         default_action = NoAction();
         counters = arp_responder_counter;
-        size = 256;
+        size = HOST_TABLE_SIZE;  /* proxy ARP: an entry per host of the fabric */
     }
 
     /* ---- the router's own MAC addresses: frames to them are routed ---- */

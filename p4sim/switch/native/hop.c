@@ -468,8 +468,8 @@ int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F
                i64 *res) {
     T->nout = 0;
     T->arena_len = 0;
-    res[2] = res[4] = 0;
-    res[5] = -1;
+    res[0] = res[2] = res[4] = 0;
+    res[1] = res[5] = -1;
     T->ports[port].rx++;
     room(T, len);
     i64 us = (now - T->t0) / 1000;
@@ -548,8 +548,8 @@ int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F
 int hop_service(hop_t *T, i64 now, i64 *out, i64 *res) {
     T->nout = 0;
     T->arena_len = 0;
-    res[2] = res[4] = 0;
-    res[5] = -1;
+    res[0] = res[2] = res[4] = 0;
+    res[1] = res[5] = -1;
     int rc = service(T, now, out);
     if (rc) res[2] = 2;
     finish(T, res);

@@ -171,7 +171,8 @@ class NativeHop:
                 q.items.clear()
         lib.hop_set_rr(T, tm.rr, tm.backlog)
         tm.backlog = 0
-        tm.port_backlog = {p: 0 for p in tm.port_backlog}
+        for p in tm.port_backlog:
+            tm.port_backlog[p] = 0
         self.active = True
         self.adopts += 1
 

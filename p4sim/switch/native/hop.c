@@ -63,6 +63,7 @@ typedef struct {
     i32 *oport, *olen;
     i64 *ooff;
     int nout, out_cap;
+    i64 gen; /* moves when the output arrays move (realloc): the caller's pointers are stale */
     pkt *held; /* a packet egress asked to clone: the Python path takes it (and the switch) */
     i32 held_port;
 } hop_t;
@@ -298,12 +299,14 @@ static void emit(hop_t *T, int port, const uint8_t *frame, i64 n) {
     if (T->arena_len + n > T->arena_cap) {
         T->arena_cap = 2 * (T->arena_len + n) + 4096;
         T->arena = xrealloc(T->arena, (size_t)T->arena_cap);
+        T->gen++;
     }
     if (T->nout == T->out_cap) {
         T->out_cap = T->out_cap ? 2 * T->out_cap : 64;
         T->oport = xrealloc(T->oport, sizeof(i32) * (size_t)T->out_cap);
         T->olen = xrealloc(T->olen, sizeof(i32) * (size_t)T->out_cap);
         T->ooff = xrealloc(T->ooff, sizeof(i64) * (size_t)T->out_cap);
+        T->gen++;
     }
     memcpy(T->arena + T->arena_len, frame, (size_t)n);
     T->oport[T->nout] = port;
@@ -456,10 +459,11 @@ static int service(hop_t *T, i64 now, i64 *out) {
 /* res: [0] frames out, [1] next deadline (-1: nothing waits), [2] what Python must do:
  * 0 nothing, 1 nat_run said 1 or 5 (res[3]; F and out as nat_run left them; nothing served),
  * 2 egress asked for a clone (hop_take_held; the rest not served), [4] 1 when this call
- * enqueued a packet (its port in res[5]). */
+ * enqueued a packet (its port in res[5]), [6] the output arrays' generation (hop_arena...). */
 static void finish(hop_t *T, i64 *res) {
     res[0] = T->nout;
     res[1] = next_deadline(T);
+    res[6] = T->gen;
 }
 
 /* One frame arriving: DataPlane.receive (ingress, the egress buffers, service) and the peak
@@ -470,6 +474,7 @@ int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F
     T->arena_len = 0;
     res[0] = res[2] = res[4] = 0;
     res[1] = res[5] = -1;
+    res[6] = T->gen;
     T->ports[port].rx++;
     room(T, len);
     i64 us = (now - T->t0) / 1000;
@@ -550,6 +555,7 @@ int hop_service(hop_t *T, i64 now, i64 *out, i64 *res) {
     T->arena_len = 0;
     res[0] = res[2] = res[4] = 0;
     res[1] = res[5] = -1;
+    res[6] = T->gen;
     int rc = service(T, now, out);
     if (rc) res[2] = 2;
     finish(T, res);

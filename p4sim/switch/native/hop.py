@@ -136,6 +136,11 @@ class NativeHop:
         self.res = ffi.new("i64[8]")
         self.active = False
         self.adopts = 0
+        self._gen = -1  # the output arrays' generation the pointers below were read at
+        self._arena: Any = None
+        self._ports: Any = None
+        self._lens: Any = None
+        self._offs: Any = None
 
     # -- the Python TM <-> C ------------------------------------------------------------------
 
@@ -265,10 +270,16 @@ class NativeHop:
     def line_free_ns(self) -> int:
         return max((self.lib.hop_ready_at(self.T, p) for p in range(MAXP)), default=0)
 
-    def frames(self, n: int) -> list[tuple[int, bytes]]:
+    def frames(self, n: int) -> Any:
         """The frames the last call sent, in order: (port, frame)."""
-        lib, T, ffi = self.lib, self.T, self.ffi
-        arena = ffi.cast("char *", lib.hop_arena(T))
-        ports, lens, offs = lib.hop_out_ports(T), lib.hop_out_lens(T), lib.hop_out_offs(T)
-        unpack = ffi.unpack
+        if self.res[6] != self._gen:  # C moved its output arrays: fetch them again
+            lib, T, ffi = self.lib, self.T, self.ffi
+            self._gen = self.res[6]
+            self._arena = ffi.cast("char *", lib.hop_arena(T))
+            self._ports, self._lens = lib.hop_out_ports(T), lib.hop_out_lens(T)
+            self._offs = lib.hop_out_offs(T)
+        arena, ports, lens, unpack = self._arena, self._ports, self._lens, self.ffi.unpack
+        if n == 1:
+            return ((ports[0], unpack(arena, lens[0])),)
+        offs = self._offs
         return [(ports[i], unpack(arena + offs[i], lens[i])) for i in range(n)]

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from cellfabric.sim.engine import NS, Engine
+from cellfabric.sim.hop import HopSwitch
 from cellfabric.sim.hostsim import HostWire, SimHost
 from controlplane.fabric_plan import QueuePlan
 from p4sim.switch.dataplane import DataPlane
@@ -64,7 +65,7 @@ class Wire:
             self.dropped += 1
 
 
-class SimSwitch:
+class SimSwitch(HopSwitch):
     """A DataPlane driven by the engine: frames in at their arrival time, ``poll`` at every
     deadline the traffic manager names."""
 
@@ -75,6 +76,10 @@ class SimSwitch:
     # when it enqueued once since the last check (False: the plain path, every port; held
     # equal by the same test).
     peak_one_port = True
+    # Run the hop (ingress, the traffic manager, egress) in one C call where the switch runs
+    # the native data plane in bit-rate mode (p4sim.switch.native.hop; False: the plain path,
+    # held equal by tests/sim/test_sim_hop.py).
+    native_hop = True
 
     def __init__(self, engine: Engine, name: str, device_id: int, rng: random.Random) -> None:
         self.engine = engine
@@ -87,6 +92,7 @@ class SimSwitch:
         self.received = 0
         self.peak: dict[int, int] = {}  # port -> most packets queued at once
         self._enqueues = 0  # the traffic manager's enqueue count at the last peak check
+        self._hop: Any = None  # NativeHop once made; False: this switch runs the plain path
         if not callable(getattr(self.dp.tm, "next_deadline", None)):
             self.deadline_only = False  # a traffic manager without it: the plain path
         if not hasattr(self.dp.tm, "enqueues"):
@@ -98,9 +104,16 @@ class SimSwitch:
             wire.transmit(frame)
 
     def receive(self, port: int, frame: bytes) -> None:
+        hop = self._hop
+        if hop is not False and ((hop is not None and hop.active) or self._hop_start()):
+            self._hop_receive(port, frame)
+            return
         self.received += 1
+        self.dp.receive(port, frame)
+        self._after_receive()
+
+    def _after_receive(self) -> None:
         dp = self.dp
-        dp.receive(port, frame)
         tm = dp.tm
         if tm.backlog:
             # Only an arrival grows a queue, so checking here catches every peak exactly.
@@ -124,6 +137,8 @@ class SimSwitch:
     def line_free_ns(self) -> int:
         """When every port's line has finished the last packet it started (serialization in
         bit-rate mode, its 1 / rate slot in packet mode)."""
+        if self._hop and self._hop.active:
+            return self._hop.line_free_ns()
         return max((link.ready_at() for link in self.dp.tm.links.values()), default=0)
 
     def _wake(self) -> None:
@@ -143,7 +158,17 @@ class SimSwitch:
         if t != self.poll_at:
             return  # a newer, earlier wake-up replaced this one
         self.poll_at = None
-        self._schedule(self.dp.poll())
+        hop = self._hop
+        if hop and hop.active:
+            self._hop_poll()
+        else:
+            self._schedule(self.dp.poll())
+
+    def queue_depth(self, port: int) -> int:
+        """Packets waiting for ``port`` now (all priorities)."""
+        if self._hop and self._hop.active:
+            return self._hop.backlog_of(port)
+        return self.dp.tm.port_backlog.get(port, 0)
 
 
 @dataclass

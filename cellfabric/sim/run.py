@@ -334,7 +334,7 @@ class SimRun:
         switches = self.fabric.switches.items()
         self.samples.add_tx(t, {(name, port): sw.dp.counter_read(C_PORT_TX, port)[0]
                                 for name, sw in switches for port in sw.wires})
-        self.samples.add_depth(t, {(name, port): sw.dp.tm.port_backlog.get(port, 0)
+        self.samples.add_depth(t, {(name, port): sw.queue_depth(port)
                                    for name, sw in switches for port in sw.wires})
         self.engine.after(self._sample_interval_ns(), self._sample, None)
 

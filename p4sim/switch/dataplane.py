@@ -116,6 +116,10 @@ class DataPlane:
         self._packet_in: PacketInHandler | None = None
         self._digest: DigestHandler | None = None
         self._idle: Any = None
+        # A driver that runs the traffic manager elsewhere (the simulator's C hop) sets this:
+        # called before anything here reads or changes the TM or runs the flow, it hands the
+        # queues and their accounting back to ``tm`` (see cellfabric.sim.net.SimSwitch).
+        self.tm_owner: Callable[[], None] | None = None
 
     def set_transmit_fn(self, transmit: TransmitFn) -> None:
         """BMv2's set_transmit_fn: ``transmit(port, frame)`` for every frame leaving a port."""
@@ -135,6 +139,8 @@ class DataPlane:
 
     def receive(self, port: int, frame: bytes) -> None:
         """Process one frame arriving on ``port`` (ingress, then whatever egress is due)."""
+        if self.tm_owner is not None:
+            self.tm_owner()
         with self.lock:
             st = self._pstats(port)
             st.rx_packets += 1
@@ -148,6 +154,8 @@ class DataPlane:
 
     def receive_batch(self, port: int, frames: list[bytes]) -> None:
         """``receive()`` for several frames from one port under one lock acquisition."""
+        if self.tm_owner is not None:
+            self.tm_owner()
         with self.lock:
             st = self._pstats(port)
             st.rx_packets += len(frames)
@@ -164,6 +172,8 @@ class DataPlane:
     def poll(self) -> int | None:
         """Run egress for every queued packet due by ``clock()``; return the time (ns of the
         injected clock) the next waiting packet is due, or None when no packet waits."""
+        if self.tm_owner is not None:
+            self.tm_owner()
         with self.lock:
             if self.flow is not None and (self.tm.backlog or self.flow.pending):
                 self.flow.service()
@@ -214,6 +224,8 @@ class DataPlane:
         except Exception as e:  # any other malformed object: reject, never crash the switch
             raise ApiError(Code.INVALID_ARGUMENT,
                            f"bad BMv2 JSON: malformed object ({type(e).__name__}: {e})") from None
+        if self.tm_owner is not None:
+            self.tm_owner()
         with self.lock:
             self.tm.clear(self.clock())
             self.cp = cp
@@ -473,6 +485,8 @@ class DataPlane:
         in the error); then ``wake``: the next deadline may have moved earlier."""
         if min(values) < 0:
             raise ApiError(Code.INVALID_ARGUMENT, f"{what} must be >= 0")
+        if self.tm_owner is not None:
+            self.tm_owner()
         with self.lock:
             update()
         if wake:
@@ -499,6 +513,8 @@ class DataPlane:
                      lambda: self.tm.set_link(bps, buffer_bytes, port))
 
     def stats(self) -> SwitchStats:
+        if self.tm_owner is not None:
+            self.tm_owner()
         with self.lock:
             tm, now = self.tm, self.clock()
             known = set(self.port_stats) | set(tm.drops) | set(tm.busy_tx)

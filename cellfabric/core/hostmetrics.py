@@ -67,8 +67,9 @@ def _ideal(topo: Topology, t: Any, shares: tuple[int, int], rate: float, line: A
     # of its share after the first; at the emulation's settings (packet mode) it is then on
     # its way at once (veths and an idle switch queue do not hold it for a slot), on a line
     # that serializes (bit-rate mode) it takes one cell time of its own line more.
-    last = 1 / rate if serialized else 0.0
-    ideal = (cells - 1) / thru + last + base
+    # (In slots of its own pace, so that a flow alone at its pace reads exactly N of them.)
+    slots = (cells - 1) * (rate / thru) + (1 if serialized else 0)
+    ideal = slots / rate + base
     return _Ideal(ideal, share, bottleneck, thru, cells / rate)
 
 

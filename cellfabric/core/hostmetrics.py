@@ -4,6 +4,8 @@ metrics files, the simulator hands over the same dicts in memory)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from cellfabric.core.hostplan import (
@@ -25,18 +27,69 @@ def _medium(topo: Topology, host: str, peer: str) -> tuple[str, str]:
     return (host, peer) if topo.same_server(host, peer) else (host, "")
 
 
+def _ports(topo: Topology, medium: tuple[str, str]) -> int:
+    """Ports of a medium: an NVLink is one, a NIC has one per leaf it is wired to."""
+    host, peer = medium
+    return 1 if peer else max(1, len(topo.hosts[host].leaves))
+
+
+@dataclass(frozen=True)
+class _Ideal:
+    """A message's ideal at its bottleneck (see collect_host_metrics)."""
+
+    ideal: float  # seconds, base latency included
+    share: int  # flows through its busier end
+    bottleneck: str  # that end's host
+    thru: float  # cells/s it gets at its fair share
+    own: float  # its cells at its own pace, alone (s)
+
+
+def _ideal(topo: Topology, t: Any, shares: tuple[int, int], rate: float, line: Any,
+           base: float, serialized: bool) -> _Ideal:
+    """``rate``: the flow's own pace in cells/s (its sender's, alone); ``shares``: flows on
+    the medium at its destination and at its source."""
+    nvlink = topo.same_server(t.src, t.dst)
+    dkey, skey = _medium(topo, t.dst, t.src), _medium(topo, t.src, t.dst)
+    k_dst, k_src = shares
+    share = 1 if t.load else max(k_dst, k_src)
+    bottleneck = t.dst if k_dst >= k_src else t.src
+    thru = rate
+    if share > 1:
+        for key, k in ((dkey, k_dst), (skey, k_src)):
+            # An NVLink carries what its senders pace (the plan gives each of k flows 1/k of
+            # it). A NIC's flows together can fill the whole line of every one of its ports
+            # (the feedback queue takes its share only when it has packets), so k flows on a
+            # dual-port NIC share two lines, and two of them go at their own pace.
+            cap = rate if nvlink else _ports(topo, key) * line(key[0])
+            thru = min(thru, cap / max(k, 1))
+    cells = cells_for(t.size, topo.fabric.cell_size)
+    # A cell leaves its sender in one slot of its pace, so the last of N leaves N - 1 slots
+    # of its share after the first; at the emulation's settings (packet mode) it is then on
+    # its way at once (veths and an idle switch queue do not hold it for a slot), on a line
+    # that serializes (bit-rate mode) it takes one cell time of its own line more.
+    # (In slots of its own pace, so that a flow alone at its pace reads exactly N of them.)
+    slots = (cells - 1) * (rate / thru) + (1 if serialized else 0)
+    ideal = slots / rate + base
+    return _Ideal(ideal, share, bottleneck, thru, cells / rate)
+
+
 def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                          read: Any = read_metrics, line_rate: Any = host_line_rate,
-                         base_latency: Any = None) -> None:
+                         base_latency: Any = None, serialized: bool = False) -> None:
     """Messages, flows and reorder figures from the host programs' metrics files (``read``
     maps a path to its JSON; ``line_rate(topo, host)`` the cells/s a host sends at); shared
     by the emulated runner and the simulator.
 
-    A message's ideal time is its cells at the bottleneck's rate and share, plus
-    ``base_latency(src, dst)``: what the idle path adds on top (the last cell's way to the
-    receiver and its ACK's way back; the sender's message time ends at that ACK). The
-    simulator knows it exactly at data-center settings, where a round trip is a hundred cell
-    times; in the emulation (packet mode) it is far below one cell time and taken as 0."""
+    A message's ideal time runs from its first cell's departure to its sender's last ACK on
+    an otherwise idle fabric, with its flows sharing their bottleneck fairly: its cells less
+    one at its fair share of the bottleneck (one flow: its own pace; several flows into one
+    host: that host's lines, every port of its NIC, or an NVLink, split between them), plus,
+    where lines serialize (``serialized``: the simulator at data-center settings), its last
+    cell's own cell time, plus ``base_latency(src, dst)``: what the idle path adds on top
+    (the last cell's way to the receiver and its ACK's way back). The simulator knows it
+    exactly at data-center settings, where a round trip is a hundred cell times; in the
+    emulation (packet mode) it is far below one cell time and taken as 0, so a one-cell
+    message there has no ideal (0: it counts in no slowdown)."""
     multi_step = len(steps) > 1
     for plan in steps:
         # Flows share a host's NIC, or (within a server) the NVLink between two GPUs.
@@ -53,22 +106,15 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
             rate = min(line_rate(topo, t.src), line_rate(topo, t.dst))
             if topo.same_server(t.src, t.dst):
                 rate *= topo.server_settings.nvlink_ratio
-            # Under offered load a message's ideal is the line to itself (the usual FCT
-            # slowdown); back to back, its flows share the busiest end all the time.
-            dkey, skey = _medium(topo, t.dst, t.src), _medium(topo, t.src, t.dst)
-            share = 1 if t.load else max(share_dst[dkey], share_src[skey])
-            bottleneck = t.dst if share_dst[dkey] >= share_src[skey] else t.src
+            shares = (share_dst[_medium(topo, t.dst, t.src)],
+                      share_src[_medium(topo, t.src, t.dst)])
             base = base_latency(t.src, t.dst) if base_latency else 0.0
-            cells = cells_for(t.size, topo.fabric.cell_size)
-            ideal = cells * share / rate + base
-            # What this flow's cells take of its bottleneck: several senders into one host
-            # can fill its whole link (the feedback queue takes its share only when it has
-            # packets); one sender goes no faster than its own pacing.
-            line = min((lk.queue.rate_pps for lk in topo.links_of(bottleneck)), default=rate)
-            if topo.same_server(t.src, t.dst):
-                line = rate  # an NVLink: its own rate, no NIC link's
-            pace = max(rate, line) if share > 1 else rate
-            work = cells / pace
+            ideal = _ideal(topo, t, shares, rate, partial(_line, topo, rate), base, serialized)
+            share = ideal.share
+            # What this flow's cells take of its bottleneck: the group's cells at the
+            # bottleneck's whole rate add up to the time its busy lines need.
+            pace = ideal.thru * share
+            work = cells_for(t.size, topo.fabric.cell_size) / pace
             key = flow_key(t, plan.index, multi_step)
             fcts = data.get("fct_list_s") or []
             done = int(data.get("messages_completed", 0))
@@ -77,10 +123,10 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                 if fct is None and k < done and not fcts:
                     fct = (data.get("fct_s") or {}).get("avg")
                 m.messages.append({"src": t.src, "dst": t.dst, "size": t.size,
-                                   "step": plan.index, "fct_s": fct, "ideal_s": ideal,
+                                   "step": plan.index, "fct_s": fct, "ideal_s": ideal.ideal,
                                    "base_latency_s": base, "share": share,
-                                   "bottleneck": bottleneck, "work_s": work,
-                                   "slot_s": 1 / pace, "flow": key})
+                                   "bottleneck": ideal.bottleneck, "work_s": work,
+                                   "own_s": ideal.own, "slot_s": 1 / pace, "flow": key})
             m.flows[key] = {"step": plan.index, "channel": t.channel,
                             "samples": _rate_samples(data, topo.fabric.cell_size),
                             "flow_time_s": data.get("flow_time_s"),
@@ -104,6 +150,11 @@ def collect_host_metrics(m: RunMetrics, topo: Topology, steps: list[StepPlan],
                 agg["p99_depth"] = max(agg["p99_depth"], int(r.get("p99_depth", 0) or 0))
                 agg["out_of_order"] += int(r.get("out_of_order", 0))
                 agg["duplicates"] += int(r.get("duplicates", 0))
+
+
+def _line(topo: Topology, default: float, host: str) -> float:
+    """The packet rate of a host's NIC links (each port's)."""
+    return min((lk.queue.rate_pps for lk in topo.links_of(host)), default=default)
 
 
 def offered_record(t: Any, data: dict[str, Any], link_bps: float) -> dict[str, Any]:

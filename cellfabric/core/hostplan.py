@@ -95,6 +95,11 @@ def nvlink_line_rate(topo: Topology, host: str) -> int:
     return data_rate(round(line * topo.server_settings.nvlink_ratio))
 
 
+def nvlink_flows(step: Step, t: Transfer) -> int:
+    """Flows of a step from ``t``'s source GPU to its destination GPU (over their NVLink)."""
+    return max(1, sum(1 for x in step.transfers if (x.src, x.dst) == (t.src, t.dst)))
+
+
 def cell_frame_bytes(topo: Topology, cc: str) -> int:
     """A data cell's frame as the sender builds it (INT shim when the host is the source)."""
     int_source = algorithm(cc).int_source or host_reports(topo)
@@ -242,7 +247,9 @@ def _sender(topo: Topology, step: Step, t: Transfer, qp: int, ifname_of, algo: C
     frame = cell_frame_bytes(topo, algo.name)
     if topo.same_server(t.src, t.dst):
         # within a server: the NVLink to the peer GPU, never the NIC (no switch sees it)
-        rate = nvlink_line_rate(topo, t.src)
+        # The veth that stands for an NVLink has no rate of its own: flows that share one
+        # split it, as its arbitration would, so k of them never carry k NVLinks' worth.
+        rate = nvlink_line_rate(topo, t.src) / nvlink_flows(step, t)
         nics: range | list[int] = [topo.nvlink_port(t.src, t.dst) - 1]
         dst_macs = [topo.hosts[t.dst].nic_mac(topo.nvlink_port(t.dst, t.src) - 1)]
     else:

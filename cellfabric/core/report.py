@@ -28,7 +28,7 @@ class RunMetrics:
     flows: dict[str, dict[str, Any]] = field(default_factory=dict)
     # one per message: {"src", "dst", "size", "fct_s", "ideal_s", "base_latency_s", "step",
     # "share" (flows through its bottleneck), "bottleneck" (that host), "work_s" (the time
-    # its cells take of that host's link)}
+    # its cells take of that host's link), "own_s" (its cells at its own pace, alone)}
     messages: list[dict[str, Any]] = field(default_factory=list)
     # host -> {"max_depth", "p99_depth", "out_of_order", "duplicates", "p99_delay_s"}
     reorder: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -186,8 +186,10 @@ def goodput_fraction(m: RunMetrics) -> float:
         rec = m.flows.get(key, {}) if keyed or len(steps) == 1 else {}
         flow_time = rec.get("flow_time_s") or max(x["fct_s"] for x in msgs)
         base = min(x.get("base_latency_s") or 0.0 for x in msgs)
-        # a message's cells at its own pace: its ideal less the idle path, per share
-        paced = [(x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
+        # a message's cells at its own pace (``own_s``; older metrics: its ideal less the
+        # idle path, per share)
+        paced = [x["own_s"] if x.get("own_s") is not None
+                 else (x["ideal_s"] - (x.get("base_latency_s") or 0.0)) / (x.get("share") or 1)
                  for x in msgs]
         g = groups.setdefault((step, msgs[0].get("bottleneck") or key), _Bottleneck())
         g.work += sum(x["work_s"] if x.get("work_s") is not None else own

@@ -388,7 +388,7 @@ class SimRun:
             m, self.plan_topo, self.steps, read=self.host_metrics.get,
             line_rate=line_rate if s.bit_rate_mode else host_line_rate,
             base_latency=(lambda a, b: idle_latency_s(topo, s, cfg.cc, a, b, hops[a]))
-            if s.bit_rate_mode else None)
+            if s.bit_rate_mode else None, serialized=s.bit_rate_mode)
         if len(cfg.workload.steps) > 1:
             m.steps = step_durations(m, self.step_times)
         if cfg.scheduler is not None:

@@ -40,6 +40,10 @@ CASES = {
     "allreduce": ["leaf-spine", "--workload", "allreduce"],
     # 2 servers x 4 GPUs on a rail fabric: every GPU to another server's, over both NIC ports
     "rail-permutation": ["rail-2x4", "--workload", "permutation", "--size", "65536"],
+    # 2 servers x 2 GPUs, a ring all-reduce on 2 channels: each step two flows share every
+    # NVLink (h1->h2, h3->h4) and two share each dual-port NIC on the way between servers
+    "rail-allreduce-ring": ["rail:servers=2,gpus=2", "--workload", "allreduce-ring",
+                            "--channels", "2"],
 }
 
 

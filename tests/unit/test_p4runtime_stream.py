@@ -263,9 +263,13 @@ def test_digest_flushed_by_timeout(sw):
     a.get("arbitration")
     sw.set_pipeline(election=(0, 1))
     learn_everything(sw, (0, 1))
+    # no thread wakes for digests until one is configured (a simulation holds hundreds of
+    # devices whose programs have none)
+    assert not sw.handle.device.digests.timers_running
     sw.write(update(INSERT, digest_entry=digest_entry(sw, max_list_size=100,
                                                       max_timeout_ns=100_000_000)),
              election=(0, 1))
+    assert sw.handle.device.digests.timers_running
     sw.inject(1, ipv4_frame(b"\x0a\x01\x02\x03", src_mac=SRC_MAC))
     msg = a.get("digest", timeout=3)
     assert samples(msg) == [(SRC_MAC, b"\x01")]

@@ -92,13 +92,24 @@ class DigestManager:
         self._digests = {d.name: _DigestState(d) for d in info.digests.values()}
         self._by_id = {d.info.id: d for d in self._digests.values()}
         self._stop = threading.Event()
-        self._timer = threading.Thread(target=self._run_timers, name="p4rt-digest-timer",
-                                       daemon=True)
-        self._timer.start()
+        # started by the first digest configured: a thread waking every 20 ms per switch took
+        # the GIL from a simulation of hundreds of switches whose program has no digest
+        self._timer: threading.Thread | None = None
 
     def close(self) -> None:
         self._stop.set()
-        self._timer.join(timeout=2)
+        if self._timer is not None:
+            self._timer.join(timeout=2)
+
+    def _start_timers(self) -> None:
+        if self._timer is None and not self._stop.is_set():
+            self._timer = threading.Thread(target=self._run_timers, name="p4rt-digest-timer",
+                                           daemon=True)
+            self._timer.start()
+
+    @property
+    def timers_running(self) -> bool:
+        return self._timer is not None and self._timer.is_alive()
 
     # -- DigestEntry writes/reads --
     def config_write(self, utype: int, entry: p4rt.DigestEntry) -> None:
@@ -111,6 +122,7 @@ class DigestManager:
                     raise P4RTError(ALREADY_EXISTS, f"Digest {entry.digest_id} already configured")
                 d.config = p4rt.DigestEntry()
                 d.config.CopyFrom(entry)
+                self._start_timers()
             elif utype in (p4rt.Update.MODIFY, p4rt.Update.DELETE):
                 if d.config is None:
                     raise P4RTError(NOT_FOUND, f"Digest {entry.digest_id} not configured")

@@ -23,9 +23,13 @@ from typing import Any
 ENGINE_RUN = ("cellfabric/sim/engine.py", "run")
 # the traffic manager's next deadline: SimSwitch asks for it after an arrival (through
 # dp.poll() before; nested calls are counted once)
+# the switch hop in C (cellfabric/sim/hop.py) replaces receive and poll where it runs
+HOP = [("cellfabric/sim/hop.py", "_hop_receive"), ("cellfabric/sim/hop.py", "_hop_poll")]
 DATA_PLANE = [("p4sim/switch/dataplane.py", "receive"), ("p4sim/switch/dataplane.py", "poll"),
-              ("p4sim/switch/tm.py", "next_deadline")]
+              ("p4sim/switch/tm.py", "next_deadline"), *HOP]
 SWITCH_TX = [("cellfabric/sim/net.py", "_transmit")]  # called from inside the data plane
+# SimSwitch's next queue-service event, which the hop's entry points schedule themselves
+SWITCH_SCHEDULE = ("cellfabric/sim/net.py", "_schedule")
 HOSTS = [("cellfabric/sim/hostsim.py", "receive"), ("cellfabric/sim/hostsim.py", "_wake"),
          ("cellfabric/sim/hostsim.py", "start")]
 ENGINE_OWN = [("cellfabric/sim/engine.py", "run"), ("cellfabric/sim/engine.py", "at"),
@@ -54,6 +58,16 @@ def inclusive(stats: dict, wheres: list[tuple[str, str]]) -> float:
     return total
 
 
+def called_from(stats: dict, callee: tuple[str, str], callers: list[tuple[str, str]]) -> float:
+    """Inclusive time of ``callee`` in its calls from any of ``callers``."""
+    total = 0.0
+    for v in _matching(stats, callee):
+        for (f, _, fn), c in v[4].items():
+            if any(f.endswith(path) and fn == name for path, name in callers):
+                total += c[3]
+    return total
+
+
 def own(stats: dict, wheres: list[tuple[str, str]]) -> float:
     return sum(v[2] for w in wheres for v in _matching(stats, w))
 
@@ -71,7 +85,8 @@ def host_tx_time(stats: dict) -> float:
 def shares(stats: dict) -> dict[str, float]:
     total = max(v[3] for v in stats.values())  # the outermost frame's inclusive time
     engine = inclusive(stats, [ENGINE_RUN])
-    dp = inclusive(stats, DATA_PLANE) - inclusive(stats, SWITCH_TX)
+    dp = (inclusive(stats, DATA_PLANE) - inclusive(stats, SWITCH_TX)
+          - called_from(stats, SWITCH_SCHEDULE, HOP))
     hosts = inclusive(stats, HOSTS) - host_tx_time(stats)
     engine_own = (own(stats, [ENGINE_OWN[0], ENGINE_OWN[2]])
                   + inclusive(stats, [ENGINE_OWN[1]]))

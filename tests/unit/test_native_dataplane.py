@@ -207,3 +207,22 @@ def test_large_exact_tables_match_as_python(fabric_json: bytes) -> None:
     hits = sum(e.counter[0] for e in pair.native.table_entries(f"{ING}.isolation.host_tenant_dst"))
     # the frames did reach the big table (some are refused before it, by the host-port guard)
     assert hits > 50
+
+
+@pytest.mark.parametrize("mode", ["python", "native"])
+def test_switches_share_the_parsed_program_and_leave_it_unchanged(fabric_json: bytes,
+                                                                  mode: str) -> None:
+    """Switches loading the same JSON share one parsed document (a fabric's switches each
+    kept ~1 MiB of it): building a switch from it, and running a packet, must not change it."""
+    import json
+
+    from p4sim.switch.dataplane import DataPlane
+
+    first, second = DataPlane(dataplane=mode), DataPlane(dataplane=mode)
+    first.load_pipeline(fabric_json)
+    second.load_pipeline(bytes(bytearray(fabric_json)))  # equal bytes, another object
+    assert first.dataplane == second.dataplane == mode
+    assert first.cp.p.doc is second.cp.p.doc
+    for frame in fabric_frames(random.Random(1))[:20]:
+        first.receive(1, frame)
+    assert first.cp.p.doc == json.loads(fabric_json)

@@ -4,6 +4,7 @@ controller headers, digest lists and acks."""
 from __future__ import annotations
 
 import time
+import traceback
 
 import grpc
 import pytest
@@ -20,6 +21,8 @@ from p4rt_harness import (
     update,
     write_errors,
 )
+
+from p4sim.switch.p4runtime.codec import P4RTError
 
 SRC_MAC = bytes.fromhex("aabbccddeeff")
 
@@ -297,3 +300,21 @@ def test_seventeenth_client_refused(sw):
     assert extra.ended.wait(3)
     assert extra.error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert streams[-1].nothing("arbitration")  # the refused client changed nothing
+
+
+def test_repeated_refusals_keep_no_earlier_frames(sw):
+    """A refusal raised again and again (no pipeline yet, not primary) must not chain every
+    raise's frames onto one shared exception: they stayed alive (at k=16, 320 switches' set-up
+    frames with the half-megabyte JSON each held)."""
+    device = sw.handle.device
+    refused = []
+    for _ in range(3):
+        try:
+            device.get_pipeline(p4rt.GetForwardingPipelineConfigRequest(device_id=device.device_id),
+                                p4rt.ForwardingPipelineConfig())
+        except P4RTError as err:
+            refused.append(err)
+    assert len({id(e) for e in refused}) == 3
+    depths = [len(traceback.extract_tb(e.__traceback__)) for e in refused]
+    assert depths[0] == depths[-1]
+    assert refused[0].code == code_pb2.FAILED_PRECONDITION and refused[0].plain

@@ -30,10 +30,16 @@ ERROR_SPACE = "ALL-sswitch-p4org"
 class P4RTError(Exception):
     """A failed update or request: a google.rpc code and a one-line message."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, plain: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.plain = plain  # PI answers it without a details trailer
+
+    def again(self) -> P4RTError:
+        """A new instance to raise for a module-level one: raising one instance again chains
+        each raise's frames onto its traceback, which then keeps all of them alive."""
+        return P4RTError(self.code, self.message, self.plain)
 
 
 def to_int(value: bytes, bitwidth: int) -> int:

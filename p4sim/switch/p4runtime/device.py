@@ -37,7 +37,7 @@ log = logging.getLogger("p4sim.p4runtime")
 Action = p4rt.SetForwardingPipelineConfigRequest
 ResponseType = p4rt.GetForwardingPipelineConfigRequest
 
-NOT_PRIMARY = P4RTError(PERMISSION_DENIED, "Not primary")
+NOT_PRIMARY = P4RTError(PERMISSION_DENIED, "Not primary", plain=True)
 OUTSIDE_ROLE = P4RTError(PERMISSION_DENIED, "Entity not in the scope of the writer's role")
 
 # Entity handlers by the Entity oneof they serve: (ctx, update type, message) for writes,
@@ -64,6 +64,7 @@ READERS: dict[str, Callable[[Context, Any, list[p4rt.Entity]], None]] = {
     "packet_replication_engine_entry": entities.pre_read,
     "register_entry": entities.register_read,
 }
+INCORRECT_ENTITY = P4RTError(UNKNOWN, "Incorrect entity type")
 UNSUPPORTED_WRITES = {
     "value_set_entry": P4RTError(UNIMPLEMENTED, "ValueSet writes are not supported yet"),
     "extern_entry": P4RTError(UNIMPLEMENTED, "No extern support yet"),
@@ -71,7 +72,8 @@ UNSUPPORTED_WRITES = {
 UNSUPPORTED_READS = {
     "value_set_entry": P4RTError(UNIMPLEMENTED, "ValueSet reads are not supported yet"),
 }
-NO_PIPELINE = P4RTError(FAILED_PRECONDITION, "No forwarding pipeline config set for this device")
+NO_PIPELINE = P4RTError(FAILED_PRECONDITION, "No forwarding pipeline config set for this device",
+                        plain=True)
 
 
 class Device:
@@ -107,9 +109,9 @@ class Device:
             raise P4RTError(NOT_FOUND, f"Role '{role}' not found for device {device_id}")
         count = self.arbiter.count(device_id)
         if count == 0 and has_election:
-            raise NOT_PRIMARY
+            raise NOT_PRIMARY.again()
         if count > 0 and not self.arbiter.is_primary(device_id, election, role):
-            raise NOT_PRIMARY
+            raise NOT_PRIMARY.again()
         return self.arbiter.grant(device_id, role) if role else None
 
     # ---- pipeline config ----------------------------------------------------------------------
@@ -226,10 +228,10 @@ class Device:
     def get_pipeline(self, req: p4rt.GetForwardingPipelineConfigRequest,
                      out: p4rt.ForwardingPipelineConfig) -> None:
         if req.device_id != self.device_id:
-            raise NO_PIPELINE
+            raise NO_PIPELINE.again()
         with self.lock:
             if self.config is None:
-                raise NO_PIPELINE
+                raise NO_PIPELINE.again()
             rtype = req.response_type
             if rtype in (ResponseType.ALL, ResponseType.P4INFO_AND_COOKIE):
                 out.p4info.CopyFrom(self.config.p4info)
@@ -258,7 +260,7 @@ class Device:
         much as applying them)."""
         grant = self.check_writer(device_id, has_election, election, role)
         if device_id != self.device_id or self.ctx is None:
-            raise NO_PIPELINE
+            raise NO_PIPELINE.again()
         if atomicity != p4rt.WriteRequest.CONTINUE_ON_ERROR:
             raise P4RTError(UNIMPLEMENTED,
                             "Support for atomic write modes has not been implemented yet")
@@ -268,7 +270,7 @@ class Device:
                 error = p4rt.Error()
                 try:
                     if not entity_allowed(grant, upd.entity, self.ctx.info.ids):
-                        raise OUTSIDE_ROLE
+                        raise OUTSIDE_ROLE.again()
                     self._apply(upd)
                 except P4RTError as err:
                     error.canonical_code, error.message = err.code, err.message
@@ -295,7 +297,7 @@ class Device:
             return
         write = WRITERS.get(kind or "")
         if write is None:
-            raise UNSUPPORTED_WRITES.get(kind or "", P4RTError(UNKNOWN, "Incorrect entity type"))
+            raise UNSUPPORTED_WRITES.get(kind or "", INCORRECT_ENTITY).again()
         write(ctx, upd.type, getattr(upd.entity, kind))
 
     # ---- Read -----------------------------------------------------------------------------------
@@ -305,7 +307,7 @@ class Device:
         Reads need no election id (any client may read); ``role`` only filters the result to
         that role's entities, as the specification says (a role no one holds has none)."""
         if req.device_id != self.device_id or self.ctx is None:
-            raise NO_PIPELINE
+            raise NO_PIPELINE.again()
         found: list[p4rt.Entity] = []
         err: P4RTError | None = None
         with self.lock:
@@ -340,7 +342,7 @@ class Device:
             return
         read = READERS.get(kind or "")
         if read is None:
-            raise UNSUPPORTED_READS.get(kind or "", P4RTError(UNKNOWN, "Incorrect entity type"))
+            raise UNSUPPORTED_READS.get(kind or "", INCORRECT_ENTITY).again()
         read(ctx, getattr(ent, kind), out)
 
     # ---- stream ---------------------------------------------------------------------------------

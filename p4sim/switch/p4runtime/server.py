@@ -25,7 +25,7 @@ from p4sim.switch.api import DataPlaneApi
 
 from .arbitration import MAX_STREAMS, Arbiter, Connection, election_id
 from .codec import FAILED_PRECONDITION, INTERNAL, RESOURCE_EXHAUSTED, P4RTError
-from .device import NO_PIPELINE, NOT_PRIMARY, Device
+from .device import Device
 from .roleconfig import parse_role
 from .tls import ServerTls
 
@@ -46,13 +46,12 @@ _WRITE_METHOD = "/p4.v1.P4Runtime/Write"
 # they cost the server anything.
 MAX_HTTP2_STREAMS = MAX_STREAMS + 16
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
-_PLAIN = (NOT_PRIMARY, NO_PIPELINE)  # PI returns these two without a details trailer
 
 
 def _abort(context: grpc.ServicerContext, err: P4RTError) -> None:
     context.set_code(_GRPC_CODES.get(err.code, grpc.StatusCode.UNKNOWN))
     context.set_details(err.message)
-    if err not in _PLAIN:
+    if not err.plain:
         status = status_pb2.Status(code=err.code, message=err.message)
         context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
 

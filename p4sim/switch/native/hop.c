@@ -254,9 +254,7 @@ i64 hop_backlog_of(hop_t *T, int port) { return T->ports[port].backlog; }
 
 /* Takes the head of a queue out (back to the Python TM): PHV into F, frame into data (room for
  * len bytes: hop_head_len first); info: len, pos, inport. */
-i32 hop_head_len(hop_t *T, int port, int prio) { return T->ports[port].q[prio].head->len; }
-void hop_take(hop_t *T, int port, int prio, i64 *F, uint8_t *data, i64 *info) {
-    pkt *P = pop(&T->ports[port].q[prio]);
+static void take_out(hop_t *T, pkt *P, i64 *F, uint8_t *data, i64 *info) {
     memcpy(F, P->F, sizeof(i64) * (size_t)T->nslots);
     memcpy(data, P->data, (size_t)P->len);
     info[0] = P->len;
@@ -265,18 +263,18 @@ void hop_take(hop_t *T, int port, int prio, i64 *F, uint8_t *data, i64 *info) {
     free_pkt(P);
 }
 
+i32 hop_head_len(hop_t *T, int port, int prio) { return T->ports[port].q[prio].head->len; }
+void hop_take(hop_t *T, int port, int prio, i64 *F, uint8_t *data, i64 *info) {
+    take_out(T, pop(&T->ports[port].q[prio]), F, data, info);
+}
+
 /* The packet held after egress asked for a clone (see hop_t.held), taken the same way. */
 i32 hop_held_len(hop_t *T) { return T->held ? T->held->len : -1; }
 int hop_held_port(hop_t *T) { return T->held_port; }
 void hop_take_held(hop_t *T, i64 *F, uint8_t *data, i64 *info) {
     pkt *P = T->held;
     T->held = NULL;
-    memcpy(F, P->F, sizeof(i64) * (size_t)T->nslots);
-    memcpy(data, P->data, (size_t)P->len);
-    info[0] = P->len;
-    info[1] = P->pos;
-    info[2] = P->inport;
-    free_pkt(P);
+    take_out(T, P, F, data, info);
 }
 
 /* counters since the last call: parser errors, pipeline drops, aborts, the last abort's code */

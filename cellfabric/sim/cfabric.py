@@ -50,7 +50,7 @@ def refusal(fabric: SimFabric, traced: bool) -> str | None:
 class FabricWire:
     """net.Wire's interface for a switch port's wire whose state lives in C."""
 
-    __slots__ = ("deliver", "delay_ns", "engine", "fab", "index", "rate_bps")
+    __slots__ = ("delay_ns", "deliver", "engine", "fab", "index", "rate_bps")
 
     def __init__(self, fab: NativeFabric, index: int, wire: Wire) -> None:
         self.fab, self.index = fab, index
@@ -118,6 +118,9 @@ class NativeFabric:
             self.wires.append(fw)
             fabric.link_wires[name][k] = fw
             fabric.switches[src].wires[sport] = fw
+        # the hops C holds pointers to: kept alive here while the fabric lives (a switch that
+        # left the C hop drops its NativeHop; C never runs it again, but must not see it freed)
+        self._hops: dict[int, Any] = {}
         # switches whose tables changed since C last ran them: synced before each C run
         self.stale: list[Any] = []
         for i, sw in enumerate(self.switches):
@@ -140,6 +143,7 @@ class NativeFabric:
 
     def register(self, i: int, hop: Any) -> None:
         """Switch ``i``'s NativeHop (C runs it while the switch says it is on)."""
+        self._hops[i] = hop
         cpu = self.switches[i].dp.cpu_port
         self.lib.fab_set_hop(self.X, i, hop.T, hop.F, hop.out, hop.res,
                              -1 if cpu is None else cpu)

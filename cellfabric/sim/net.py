@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cellfabric.sim.engine import NS, Engine
 from cellfabric.sim.hop import HopSwitch
@@ -22,6 +22,9 @@ from cellfabric.sim.hostsim import HostWire, SimHost
 from controlplane.fabric_plan import QueuePlan
 from p4sim.switch.dataplane import DataPlane
 from topologies.model import LinkSpec, Topology
+
+if TYPE_CHECKING:
+    from cellfabric.sim.cfabric import FabricWire
 
 PRIORITY_QUEUES = 2  # as the emulated switches run (cellfabric.emulation.network)
 
@@ -84,7 +87,7 @@ class SimSwitch(HopSwitch):
     def __init__(self, engine: Engine, name: str, device_id: int, rng: random.Random) -> None:
         self.engine = engine
         self.name = name
-        self.wires: dict[int, Wire] = {}
+        self.wires: dict[int, Wire | FabricWire] = {}  # FabricWire: the C fabric's
         self.dp = DataPlane(device_id=device_id, priorities=PRIORITY_QUEUES,
                             transmit=self._transmit, wake=self._wake,
                             clock=lambda: engine.now, rng=rng)

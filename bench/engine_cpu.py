@@ -5,6 +5,9 @@ compared side by side in one period (both at once), measures the simulator.
 
     python bench/engine_cpu.py sim ft8.yaml --workload permutation ... --quiet
     -> ENGINE_CPU_S 93.16 PROCESS_CPU_S 104.14
+
+A first argument --no-c-fabric runs the plain path (SimFabric.native_fabric off: every
+switch's event on the engine) instead of the switch-to-switch fabric in C.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ def _timed_run(self: engine.Engine, *args: Any, **kwargs: Any) -> Any:
 def main(argv: list[str]) -> int:
     from cellfabric.cli import main as cellfabric_main
 
+    if argv[:1] == ["--no-c-fabric"]:
+        from cellfabric.sim.net import SimFabric
+
+        SimFabric.native_fabric = False
+        argv = argv[1:]
     engine.Engine.run = _timed_run  # type: ignore[method-assign]
     try:
         rc = cellfabric_main(argv)

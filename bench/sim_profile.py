@@ -25,6 +25,9 @@ ENGINE_RUN = ("cellfabric/sim/engine.py", "run")
 # dp.poll() before; nested calls are counted once)
 # the switch hop in C (cellfabric/sim/hop.py) replaces receive and poll where it runs
 HOP = [("cellfabric/sim/hop.py", "_hop_receive"), ("cellfabric/sim/hop.py", "_hop_poll")]
+# the C fabric (cellfabric/sim/cfabric.py): a run's own time is C's (the hops, the switch
+# wires and their heap); what it hands over to Python is counted where it lands
+C_FABRIC_RUN = ("cellfabric/sim/cfabric.py", "run")
 DATA_PLANE = [("p4sim/switch/dataplane.py", "receive"), ("p4sim/switch/dataplane.py", "poll"),
               ("p4sim/switch/tm.py", "next_deadline"), *HOP]
 SWITCH_TX = [("cellfabric/sim/net.py", "_transmit")]  # called from inside the data plane
@@ -33,7 +36,8 @@ SWITCH_SCHEDULE = ("cellfabric/sim/net.py", "_schedule")
 HOSTS = [("cellfabric/sim/hostsim.py", "receive"), ("cellfabric/sim/hostsim.py", "_wake"),
          ("cellfabric/sim/hostsim.py", "start")]
 ENGINE_OWN = [("cellfabric/sim/engine.py", "run"), ("cellfabric/sim/engine.py", "at"),
-              ("~", "<built-in method _heapq.heappop>")]
+              ("~", "<built-in method _heapq.heappop>"),
+              ("cellfabric/sim/engine.py", "_run_merged")]  # the loop with the C fabric on
 SETUP_PARTS = {"bring-up (compile, tables)": ("cellfabric/sim/run.py", "bring_up"),
                "report and plots": ("cellfabric/core/report.py", "write_report"),
                "plots alone": ("cellfabric/core/plots.py", "write_plots"),
@@ -86,9 +90,9 @@ def shares(stats: dict) -> dict[str, float]:
     total = max(v[3] for v in stats.values())  # the outermost frame's inclusive time
     engine = inclusive(stats, [ENGINE_RUN])
     dp = (inclusive(stats, DATA_PLANE) - inclusive(stats, SWITCH_TX)
-          - called_from(stats, SWITCH_SCHEDULE, HOP))
+          - called_from(stats, SWITCH_SCHEDULE, HOP) + own(stats, [C_FABRIC_RUN]))
     hosts = inclusive(stats, HOSTS) - host_tx_time(stats)
-    engine_own = (own(stats, [ENGINE_OWN[0], ENGINE_OWN[2]])
+    engine_own = (own(stats, [ENGINE_OWN[0], ENGINE_OWN[2], ENGINE_OWN[3]])
                   + inclusive(stats, [ENGINE_OWN[1]]))
     return {"data plane": dp, "hosts": hosts, "engine (event loop, heap)": engine_own,
             "bookkeeping (wires, SimSwitch, sampler, steps)": engine - dp - hosts - engine_own,

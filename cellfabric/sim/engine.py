@@ -28,6 +28,9 @@ class Engine:
         self._seq = 0
         self.events = 0
         self.stopped = False
+        # cellfabric.sim.cfabric.NativeFabric once started: a second heap (the switches'
+        # events, in C) that run() merges with this one by (time, sequence)
+        self.native: Any = None
 
     def clock(self) -> float:
         """The virtual time in seconds (the hosts' clock)."""
@@ -43,11 +46,15 @@ class Engine:
         self.at(self.now + delay_ns, fn, arg)
 
     def pending(self) -> int:
-        return len(self._heap)
+        native = self.native
+        return len(self._heap) + (native.pending() if native is not None else 0)
 
     def run(self, until_ns: int | None = None, max_events: int | None = None) -> None:
         """Run events in time order until none is left, ``until_ns`` is passed, ``stop()``
         is called or ``max_events`` more have run."""
+        if self.native is not None:
+            self._run_merged(until_ns, max_events)
+            return
         heap, pop = self._heap, heapq.heappop
         budget = -1 if max_events is None else max_events  # -1: never reached
         end = NEVER if until_ns is None else until_ns  # an int: int-to-int compares
@@ -71,3 +78,46 @@ class Engine:
 
     def stop(self) -> None:
         self.stopped = True
+
+    def _run_merged(self, until_ns: int | None, max_events: int | None) -> None:
+        """run() with the C fabric's heap beside this one: whichever top is first by (time,
+        sequence) runs next; C runs its events in one call until Python's top, the end or
+        something C hands over (see cellfabric.sim.cfabric). Every event counts once."""
+        heap, pop = self._heap, heapq.heappop
+        native = self.native
+        io, run_native = native.io, native.run
+        budget = -1 if max_events is None else max_events
+        end = NEVER if until_ns is None else until_ns
+        done = 0
+        self.stopped = False
+        try:
+            while done != budget:
+                ct = io[6]  # C's top (NEVER: none)
+                if heap:
+                    top = heap[0]
+                    t = top[0]
+                    if ct < t or (ct == t and io[7] < top[1]):
+                        bound_t, bound_seq = t, top[1]
+                    else:
+                        if t > end:
+                            self.now = until_ns  # type: ignore[assignment]
+                            return
+                        t, _, fn, arg = pop(heap)
+                        self.now = t
+                        done += 1
+                        fn(arg)
+                        if self.stopped:
+                            return
+                        continue
+                elif ct == NEVER:
+                    return
+                else:
+                    bound_t, bound_seq = NEVER, 0
+                if ct > end:
+                    self.now = until_ns  # type: ignore[assignment]
+                    return
+                done += run_native(bound_t, bound_seq, end, budget - done if budget >= 0 else -1)
+                if self.stopped:
+                    return
+        finally:
+            self.events += done

@@ -23,10 +23,12 @@ class HopSwitch:
     engine: Any
     peak: dict[int, int]
     wires: dict[int, Any]
-    received: int
+    _received: int
     native_hop: bool
     _hop: Any
     _enqueues: int
+    _fab: Any  # cellfabric.sim.cfabric.NativeFabric, or None
+    _fab_index: int
 
     def _schedule(self, deadline: int | None) -> None: ...
     def _after_receive(self) -> None: ...
@@ -41,26 +43,38 @@ class HopSwitch:
         if native_hop.refusal(dp) is not None:
             self._hop = False
             return False
+        fab = self._fab
         if self._hop is None:
             self._hop = native_hop.NativeHop(dp)
+            if fab is not None:
+                fab.register(self._fab_index, self._hop)
         self._hop.adopt(self.peak)
         dp.tm_owner = self._hop_release
+        if fab is not None:
+            fab.set_on(self._fab_index, True)
         return True
 
     def _hop_release(self) -> None:
         """DataPlane.tm_owner: the queues back to the Python traffic manager."""
         self.dp.tm_owner = None
+        if self._fab is not None:
+            self._fab.set_on(self._fab_index, False)
         self._hop.handback(self.peak)
         self._enqueues = self.dp.tm.enqueues
 
     def _hop_receive(self, port: int, frame: bytes) -> None:
-        self.received += 1
         hop = self._hop
         native = hop.native
         if native.dirty:
             native.sync()
         if type(frame) is not bytes:
             frame = bytes(frame)
+        fab = self._fab
+        if fab is not None:  # the hop, its frames onto their wires, the deadline: one call
+            if fab.arrive(self._fab_index, port, frame):
+                self._hop_post(True, port, frame)
+            return
+        self._received += 1
         res = hop.res
         rc = hop.lib.hop_arrive(hop.T, frame, len(frame), port, self.engine.now, hop.F,
                                 hop.out, res)
@@ -76,12 +90,29 @@ class HopSwitch:
         native = hop.native
         if native.dirty:
             native.sync()
+        fab = self._fab
+        if fab is not None:
+            if fab.service(self._fab_index):
+                self._hop_post(False, 0, b"")
+            return
         res = hop.res
         rc = hop.lib.hop_service(hop.T, self.engine.now, hop.out, res)
         if res[0]:
             self._hop_send(res[0])
         if rc:
             self._hop_leave(rc, 0, b"", False)
+        elif res[1] >= 0:
+            self._schedule(res[1])
+
+    def _hop_post(self, arrival: bool, port: int, frame: bytes) -> None:
+        """What _hop_receive / _hop_poll do after their C call, for a result the C fabric
+        left to Python (a frame for the CPU port, a packet that needs the Python path)."""
+        res = self._hop.res
+        if res[0]:
+            self._hop_send(res[0])
+        rc = res[2]
+        if rc:
+            self._hop_leave(rc, port, frame, arrival)
         elif res[1] >= 0:
             self._schedule(res[1])
 
@@ -105,6 +136,8 @@ class HopSwitch:
         enq_port = res[5] if res[4] else -1
         ingress_rc = res[3]
         dp.tm_owner = None
+        if self._fab is not None:
+            self._fab.set_on(self._fab_index, False)
         hop.handback(self.peak)
         self._hop = False
         # this arrival's enqueue (if any) is the one the plain peak check looks at

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cellfabric.sim.engine import NS, Engine
 from cellfabric.sim.hop import HopSwitch
@@ -22,6 +22,9 @@ from cellfabric.sim.hostsim import HostWire, SimHost
 from controlplane.fabric_plan import QueuePlan
 from p4sim.switch.dataplane import DataPlane
 from topologies.model import LinkSpec, Topology
+
+if TYPE_CHECKING:
+    from cellfabric.sim.cfabric import FabricWire
 
 PRIORITY_QUEUES = 2  # as the emulated switches run (cellfabric.emulation.network)
 
@@ -84,12 +87,16 @@ class SimSwitch(HopSwitch):
     def __init__(self, engine: Engine, name: str, device_id: int, rng: random.Random) -> None:
         self.engine = engine
         self.name = name
-        self.wires: dict[int, Wire] = {}
+        self.wires: dict[int, Wire | FabricWire] = {}  # FabricWire: the C fabric's
         self.dp = DataPlane(device_id=device_id, priorities=PRIORITY_QUEUES,
                             transmit=self._transmit, wake=self._wake,
                             clock=lambda: engine.now, rng=rng)
         self.poll_at: int | None = None
-        self.received = 0
+        self._received = 0
+        # cellfabric.sim.cfabric.NativeFabric once the run has started it (None: the plain
+        # path): then this switch's deadlines and its wires' frames are events of C's heap
+        self._fab: Any = None
+        self._fab_index = -1
         self.peak: dict[int, int] = {}  # port -> most packets queued at once
         self._enqueues = 0  # the traffic manager's enqueue count at the last peak check
         self._hop: Any = None  # NativeHop once made; False: this switch runs the plain path
@@ -97,6 +104,12 @@ class SimSwitch(HopSwitch):
             self.deadline_only = False  # a traffic manager without it: the plain path
         if not hasattr(self.dp.tm, "enqueues"):
             self.peak_one_port = False  # a traffic manager that does not count them
+
+    @property
+    def received(self) -> int:
+        """Frames that arrived (on the Python path and in the C fabric)."""
+        fab = self._fab
+        return self._received + (fab.received(self._fab_index) if fab is not None else 0)
 
     def _transmit(self, port: int, frame: bytes) -> None:
         wire = self.wires.get(port)
@@ -108,7 +121,7 @@ class SimSwitch(HopSwitch):
         if hop is not False and ((hop is not None and hop.active) or self._hop_start()):
             self._hop_receive(port, frame)
             return
-        self.received += 1
+        self._received += 1
         self.dp.receive(port, frame)
         self._after_receive()
 
@@ -147,6 +160,9 @@ class SimSwitch(HopSwitch):
     def _schedule(self, deadline: int | None) -> None:
         if deadline is None:
             return
+        if self._fab is not None:  # the deadline is C's (the same rules, in fabric.c)
+            self._fab.schedule(self._fab_index, deadline)
+            return
         now = self.engine.now
         if deadline < now:
             deadline = now
@@ -155,9 +171,18 @@ class SimSwitch(HopSwitch):
             self.engine.at(deadline, self._poll, deadline)
 
     def _poll(self, t: int) -> None:
-        if t != self.poll_at:
+        fab = self._fab
+        if fab is not None:  # a deadline set before the C fabric took the switch's over
+            if not fab.take_poll(self._fab_index, t):
+                return
+        elif t != self.poll_at:
             return  # a newer, earlier wake-up replaced this one
-        self.poll_at = None
+        else:
+            self.poll_at = None
+        self._poll_fired()
+
+    def _poll_fired(self) -> None:
+        """A deadline that is still the switch's: serve what may leave, schedule the next."""
         hop = self._hop
         if hop and hop.active:
             self._hop_poll()
@@ -173,6 +198,11 @@ class SimSwitch(HopSwitch):
 
 @dataclass
 class SimFabric:
+    # Run the switch-to-switch part of the fabric (the hops, the wires between switch ports,
+    # their events) in C where the run allows it (cellfabric.sim.cfabric; False: the plain
+    # path, held equal by tests/sim/test_sim_fabric.py).
+    native_fabric: ClassVar[bool] = True
+
     topo: Topology
     engine: Engine
     model: LinkModel
@@ -253,3 +283,13 @@ class SimFabric:
         for node, port in ((lk.a, lk.a_port), (lk.b, lk.b_port)):
             if node in self.switches:
                 self.switches[node].dp.set_link_up(port, up)
+
+    def start_native(self, traced: bool) -> str | None:
+        """Put the switches and their wires into the C fabric (once, before the workload's
+        first event) when it covers this run; else why not (the plain path runs)."""
+        from cellfabric.sim import cfabric
+
+        why = "off" if not self.native_fabric else cfabric.refusal(self, traced)
+        if why is None:
+            cfabric.NativeFabric(self).start()
+        return why

@@ -116,6 +116,7 @@ class SimRun:
         self.collector_policy = CollectorPolicy(False)  # execute_sim's replaces it
         self.down: set[frozenset[str]] = set()  # links down now (pairs of node names)
         self._records_seen = 0  # INT records the scheduler has looked at
+        self.c_fabric = "off: not started"  # cellfabric.sim.cfabric: on, or why not
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -157,6 +158,9 @@ class SimRun:
         _say(cfg, f"[3/4] workload {cfg.workload.name}: {len(cfg.workload.steps)} step(s), "
                   f"{cfg.workload.total_bytes / 1e6:.2f} MB, cc {cfg.cc}, "
                   f"spray {self.topo.fabric.spray}, {self._describe_links()}")
+        # decided once, before the workload's first event: the C fabric or the plain path
+        why = self.fabric.start_native(traced=self.tracing is not None)
+        self.c_fabric = "on" if why is None else f"off: {why}"
         for ev in cfg.events:
             engine.at(to_ns(ev.at_s), self._link_event, ev)
         self.load_before = self._load_snapshot()
@@ -423,6 +427,7 @@ class SimRun:
             "wall_s_per_sim_ms": self.wall_s / sim_ms if sim_ms else None,
             # which of p4sim's paths ran each switch: it changes the speed, never a figure
             "dataplane": dict(Counter(sw.dp.dataplane for sw in self.fabric.switches.values())),
+            "c_fabric": self.c_fabric,
         }
         return m
 

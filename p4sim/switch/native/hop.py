@@ -20,6 +20,9 @@ from p4sim.switch.native.runtime import abort_exception
 from p4sim.switch.tm import Link, TrafficManager
 
 SOURCE = Path(__file__).with_name("hop.c")
+# The simulator's fabric of hops (fabric.c) is built into the same library: it calls the hop
+# functions directly and takes the hop_t pointers NativeHop makes.
+FABRIC_SOURCE = Path(__file__).with_name("fabric.c")
 MAXP, MAXPRIO = 512, 8
 _U64 = 1 << 64
 
@@ -56,6 +59,24 @@ i64 hop_ready_at(hop_t *T, int port);
 int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F, i64 *out,
                i64 *res);
 int hop_service(hop_t *T, i64 now, i64 *out, i64 *res);
+typedef struct fab_t fab_t;
+fab_t *fab_new(int nsw, int nw, i64 *io);
+void fab_free(fab_t *X);
+void fab_wire(fab_t *X, int w, int src_sw, int src_port, int dst_sw, int dst_port, i64 delay,
+              i64 rate, int up, i64 frames, i64 bytes, i64 dropped);
+void fab_set_up(fab_t *X, int w, int up);
+i64 fab_wire_get(fab_t *X, int w, int what);
+void fab_set_hop(fab_t *X, int i, hop_t *T, i64 *F, i64 *out, i64 *res, i64 cpu_port);
+void fab_set_on(fab_t *X, int i, int on);
+i64 fab_received(fab_t *X, int i);
+i64 fab_poll_at(fab_t *X, int i);
+void fab_set_poll_at(fab_t *X, int i, i64 t);
+uint8_t *fab_handed(fab_t *X);
+void fab_transmit(fab_t *X, int w, const uint8_t *data, i32 len);
+void fab_schedule(fab_t *X, int i, i64 deadline);
+int fab_arrive(fab_t *X, int i, int port, const uint8_t *data, i32 len);
+int fab_service(fab_t *X, int i);
+int fab_run(fab_t *X);
 """
 
 _lib: Any = None
@@ -71,7 +92,7 @@ def library() -> Any:
     if why is not None:
         _why_not = why
         return None
-    source = SOURCE.read_text()
+    source = SOURCE.read_text() + "\n" + FABRIC_SOURCE.read_text()
     key = "hop-" + hashlib.sha256(source.encode()).hexdigest()[:24]
     ffi = build.ffi()
     try:

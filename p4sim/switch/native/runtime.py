@@ -100,6 +100,9 @@ class NativeState:
         self.table_ids = {n: i for i, n in enumerate(prog.table_names)}
         self.synced: list[list] = [[] for _ in self.tables]
         self.dirty: set[int] = set(range(len(self.tables)))
+        # called after every mark(): the simulator's C fabric keeps a list of the switches
+        # whose tables it must not run before they are copied again (cellfabric.sim.cfabric)
+        self.on_mark: Any = None
 
     # -- control plane --------------------------------------------------------------------------
 
@@ -110,10 +113,12 @@ class NativeState:
             tid = self.table_ids.get(table)
             if tid is not None:
                 self.dirty.add(tid)
-            return
-        for tid, t in enumerate(self.tables):
-            if t.profile is not None and (profile is None or t.profile.name == profile):
-                self.dirty.add(tid)
+        else:
+            for tid, t in enumerate(self.tables):
+                if t.profile is not None and (profile is None or t.profile.name == profile):
+                    self.dirty.add(tid)
+        if self.on_mark is not None and self.dirty:
+            self.on_mark()
 
     def flush(self) -> None:
         """Add the direct counter increments made in C into the Python entries."""

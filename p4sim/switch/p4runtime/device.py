@@ -157,22 +157,41 @@ class Device:
             else:
                 raise P4RTError(INVALID_ARGUMENT, "Invalid SetForwardingPipeline action")
 
-    def _install(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig) -> None:
+    def commit_pipeline(self, config: p4rt.ForwardingPipelineConfig, device_id: int) -> None:
+        """``set_pipeline`` of a VERIFY_AND_COMMIT request holding ``config`` (no election id,
+        no role), for an in-process caller: the same checks and errors, and the device keeps
+        ``config`` itself rather than a copy, so the caller must never change it (a simulated
+        fabric's switches all keep one)."""
+        self.check_writer(device_id, False, 0)
+        _unwrap_legacy_config(config)
+        info = PipelineInfo(config.p4info)
+        check_matches_json(info, config.p4_device_config)
+        if device_id != self.device_id:
+            raise P4RTError(UNKNOWN, "Error when trying to assign device")
+        with self.lock:
+            self._install(info, config, keep=True)
+
+    def _install(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig,
+                 keep: bool = False) -> None:
         try:
             self.dp.load_pipeline(config.p4_device_config)
         except ApiError as err:
             raise P4RTError(UNKNOWN, f"Error in first phase of device update: {err.message}") \
                 from None
-        self._adopt(info, config)
+        self._adopt(info, config, keep)
 
-    def _adopt(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig) -> None:
+    def _adopt(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig,
+               keep: bool = False) -> None:
         info.bind_json(config.p4_device_config)
         if self.digests is not None:
             self.digests.close()
         self.ctx = Context(self.dp, info, self.registers)
         self.digests = DigestManager(info, self._send_digest)
-        self.config = p4rt.ForwardingPipelineConfig()
-        self.config.CopyFrom(config)
+        if keep:  # commit_pipeline's: never changed by its caller
+            self.config = config
+        else:
+            self.config = p4rt.ForwardingPipelineConfig()
+            self.config.CopyFrom(config)
         self.staged = None
 
     def _reconcile(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig) -> None:

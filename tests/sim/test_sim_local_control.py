@@ -1,0 +1,161 @@
+"""The simulator's in-process control path against the P4Runtime requests it stands for.
+
+``LocalConnection.set_pipeline`` hands the device one shared ``ForwardingPipelineConfig``
+(``Device.commit_pipeline``) instead of a SetForwardingPipelineConfigRequest holding a copy,
+and ``apply_diff`` gives it the entities (``LocalConnection.write_entities``) instead of
+``Update`` messages holding copies. Here a fabric brought up either way holds the same state,
+and a bad pipeline or a bad entry gets the same error either way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from p4.v1 import p4runtime_pb2 as p4rt
+from simlib import bring_up, leaf_spine
+
+from cellfabric.sim import control
+from cellfabric.sim.control import LocalConnection, pipeline_files
+from cellfabric.sim.run import SimRun
+from controlplane import fabric_controller
+from controlplane.errors import ControlPlaneError
+
+
+class RequestConnection(LocalConnection):
+    """The P4Runtime requests themselves, as the emulation's connection sends them."""
+
+    write_entities = None  # type: ignore[assignment]  # apply_diff: Update messages
+
+    def set_pipeline(self, p4info_path: str | Path, json_path: str | Path) -> None:
+        pipeline = pipeline_files(p4info_path, json_path)
+        req = p4rt.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            action=p4rt.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        req.config.CopyFrom(pipeline.config)
+        self._call("SetForwardingPipelineConfig", self.device.set_pipeline, req)
+        self._codec = pipeline.codec
+
+
+def _state(run: SimRun) -> dict[str, list[bytes]]:
+    """Every entity each switch holds, as a wildcard read returns it, in a stable order."""
+    assert run.local is not None
+    probes = [p4rt.Entity(table_entry=p4rt.TableEntry()),
+              p4rt.Entity(action_profile_member=p4rt.ActionProfileMember()),
+              p4rt.Entity(action_profile_group=p4rt.ActionProfileGroup())]
+    pre = p4rt.Entity()
+    pre.packet_replication_engine_entry.clone_session_entry.SetInParent()
+    probes.append(pre)
+    out = {}
+    for name, conn in run.local.connections.items():
+        found = conn.read_protos(*probes)
+        out[name] = sorted(e.SerializeToString(deterministic=True) for e in found)
+        assert conn.get_pipeline().p4info == pipeline_files(
+            run.controller.p4info, run.controller.bmv2_json).config.p4info  # type: ignore[union-attr]
+    return out
+
+
+def _up(tmp: Path, monkeypatch: pytest.MonkeyPatch, requests: bool) -> SimRun:
+    if requests:
+        monkeypatch.setattr(control, "LocalConnection", RequestConnection)
+        monkeypatch.setattr("cellfabric.sim.run.LocalConnection", RequestConnection)
+    writes: list[str] = []
+    real = LocalConnection.write_protos
+
+    def counted(self: LocalConnection, updates: list) -> None:
+        updates = list(updates)
+        writes.append(type(updates[0]).__name__)
+        real(self, updates)
+
+    monkeypatch.setattr(LocalConnection, "write_protos", counted)
+    tmp.mkdir(parents=True, exist_ok=True)
+    run = bring_up(tmp, leaf_spine(tmp), 100_000_000_000, 1000, 524288)
+    # the path under test ran: the entities themselves, or the Update messages
+    assert set(writes) == ({"Update"} if requests else {"LocalUpdate"})
+    monkeypatch.undo()
+    return run
+
+
+def test_in_process_path_gives_the_p4runtime_paths_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = _up(tmp_path / "fast", monkeypatch, requests=False)
+    plain = _up(tmp_path / "plain", monkeypatch, requests=True)
+    try:
+        fast_state, plain_state = _state(fast), _state(plain)
+        assert fast_state == plain_state
+        assert sum(len(v) for v in fast_state.values()) > 50
+    finally:
+        fast.tear_down()
+        plain.tear_down()
+
+
+def _one(run: SimRun) -> LocalConnection:
+    assert run.local is not None
+    return next(iter(run.local.connections.values()))
+
+
+def test_a_bad_entry_gets_the_same_error_either_way(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _up(tmp_path, monkeypatch, requests=False)
+    try:
+        conn = _one(run)
+        bad = p4rt.Entity()
+        bad.table_entry.table_id = 12345  # no such table
+        bad.table_entry.action.action.action_id = 1
+        errors = []
+        with pytest.raises(ControlPlaneError) as err:
+            conn.write_entities(p4rt.Update.INSERT, [bad])
+        errors.append(str(err.value))
+        with pytest.raises(ControlPlaneError) as err:
+            conn.write_protos([p4rt.Update(type=p4rt.Update.INSERT, entity=bad)])
+        errors.append(str(err.value))
+        assert errors[0] == errors[1] and "update 0" in errors[0]
+    finally:
+        run.tear_down()
+
+
+def test_a_bad_pipeline_gets_the_same_error_either_way(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _up(tmp_path, monkeypatch, requests=False)
+    try:
+        assert run.controller is not None
+        conn = _one(run)
+        p4info = run.controller.p4info
+        bad_json = tmp_path / "bad.json"
+        bad_json.write_bytes(b'{"not": "a program"}')
+        errors = []
+        for cls in (LocalConnection, RequestConnection):
+            fresh = cls(conn.name, conn.device.dp, conn.device_id)
+            with pytest.raises(ControlPlaneError) as err:
+                fresh.set_pipeline(p4info, bad_json)
+            errors.append(str(err.value))
+            wrong_id = cls(conn.name, conn.device.dp, conn.device_id)
+            wrong_id.device_id += 1
+            with pytest.raises(ControlPlaneError) as err:
+                wrong_id.set_pipeline(p4info, run.controller.bmv2_json)
+            errors.append(str(err.value))
+        assert errors[:2] == errors[2:]
+        assert "SetForwardingPipelineConfig" in errors[0]
+    finally:
+        run.tear_down()
+
+
+def test_shrink_refusing_wrapper_still_sees_every_write(tmp_path: Path) -> None:
+    """apply_diff asks the channel's class for write_entities: a wrapper forwarding
+    attributes (tests' ShrinkRefusingConnection) still gets each write as Update messages."""
+    seen: list[str] = []
+
+    class Wrapper:
+        def __init__(self, conn: LocalConnection) -> None:
+            self.conn = conn
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.conn, name)
+
+        def write_protos(self, updates: list) -> None:
+            seen.extend(type(u).__name__ for u in updates)
+
+    diff = fabric_controller.SwitchDiff("s")
+    diff.inserts.append(p4rt.Entity())
+    fabric_controller.apply_diff(Wrapper(object.__new__(LocalConnection)), diff)
+    assert seen == ["Update"]

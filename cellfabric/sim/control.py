@@ -60,7 +60,9 @@ def pipeline_files(p4info_path: str | Path, json_path: str | Path) -> LocalPipel
             _PIPELINE_FILES.clear()
         config = p4rt.ForwardingPipelineConfig(p4info=load_p4info(p4info_path),
                                                p4_device_config=Path(json_path).read_bytes())
-        found = _PIPELINE_FILES[key] = LocalPipeline(config, Codec(P4InfoIndex(config.p4info)))
+        codec = Codec(P4InfoIndex(config.p4info))
+        codec.shared_protos = {}  # the device never changes nor keeps what it is written
+        found = _PIPELINE_FILES[key] = LocalPipeline(config, codec)
     return found
 
 

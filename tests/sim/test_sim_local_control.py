@@ -159,3 +159,44 @@ def test_shrink_refusing_wrapper_still_sees_every_write(tmp_path: Path) -> None:
     diff.inserts.append(p4rt.Entity())
     fabric_controller.apply_diff(Wrapper(object.__new__(LocalConnection)), diff)
     assert seen == ["Update"]
+
+
+def test_shared_protos_encode_an_entity_planned_alike_once(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """desired_protos with the in-process codec's shared_protos: the same messages as a
+    codec without it gives, and an entity planned alike for two switches encoded once."""
+    run = _up(tmp_path, monkeypatch, requests=False)
+    try:
+        assert run.controller is not None and run.local is not None
+        conns = list(run.local.connections.values())
+        codec = conns[0].codec
+        assert codec.shared_protos is not None and codec is conns[1].codec
+        plain = control.Codec(codec.index)
+
+        class Plain:
+            pass
+
+        plain_conn = Plain()
+        plain_conn.codec = plain  # type: ignore[attr-defined]
+        encoded = 0
+        real = control.Codec.to_proto
+
+        def counting(self: control.Codec, *a: object, **k: object) -> p4rt.Entity:
+            nonlocal encoded
+            encoded += self is codec
+            return real(self, *a, **k)
+
+        monkeypatch.setattr(control.Codec, "to_proto", counting)
+        codec.shared_protos.clear()
+        firsts = {}
+        for conn in conns:
+            entities = run.controller.plans[conn.name].entities
+            fast = fabric_controller.desired_protos(conn, entities)
+            assert fast == fabric_controller.desired_protos(plain_conn, entities)
+            for ident, proto in fast.items():
+                firsts.setdefault(repr(proto), proto)
+                assert proto is firsts[repr(proto)] or proto != firsts[repr(proto)]
+        total = sum(len(run.controller.plans[c.name].entities) for c in conns)
+        assert encoded == len(codec.shared_protos) < total
+    finally:
+        run.tear_down()

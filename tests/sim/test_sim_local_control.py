@@ -193,7 +193,7 @@ def test_shared_protos_encode_an_entity_planned_alike_once(tmp_path: Path,
             entities = run.controller.plans[conn.name].entities
             fast = fabric_controller.desired_protos(conn, entities)
             assert fast == fabric_controller.desired_protos(plain_conn, entities)
-            for ident, proto in fast.items():
+            for proto in fast.values():
                 firsts.setdefault(repr(proto), proto)
                 assert proto is firsts[repr(proto)] or proto != firsts[repr(proto)]
         total = sum(len(run.controller.plans[c.name].entities) for c in conns)

@@ -12,9 +12,8 @@ from typing import Any, NamedTuple, TypeVar
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2 as p4rt
 
-from controlplane.channel import ChannelSet
+from controlplane.channel import ChannelSet, Pipeline
 from controlplane.codec import Codec
-from controlplane.connection import Pipeline
 from controlplane.entities import Entity
 from controlplane.errors import ControlPlaneError
 from controlplane.p4info import P4InfoIndex, load_p4info

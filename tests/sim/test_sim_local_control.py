@@ -214,3 +214,42 @@ def test_the_simulator_loads_neither_grpc_nor_scapy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_write_builds_error_messages_only_when_an_update_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Device.write_updates answers a write that applied every update without building a
+    p4.v1.Error per update; a failed one still gets one per update, in order."""
+    from p4sim.switch.p4runtime import device as device_module
+
+    run = _up(tmp_path, monkeypatch, requests=False)
+    try:
+        conn = _one(run)
+        made: list[int] = []
+        real = p4rt.Error
+
+        def counted(*a: object, **k: object) -> p4rt.Error:
+            made.append(1)
+            return real(*a, **k)
+
+        monkeypatch.setattr(device_module.p4rt, "Error", counted)
+        member = conn.read_protos(p4rt.Entity(
+            action_profile_member=p4rt.ActionProfileMember()))[0]
+        status = conn.device.write_updates([control.LocalUpdate(p4rt.Update.MODIFY, member)],
+                                           conn.device_id)
+        assert status.code == 0 and not made
+        bad = p4rt.Entity()
+        bad.table_entry.table_id = 12345
+        status = conn.device.write_updates(
+            [control.LocalUpdate(p4rt.Update.MODIFY, member),
+             control.LocalUpdate(p4rt.Update.INSERT, bad)], conn.device_id)
+        monkeypatch.undo()
+        errors = []
+        for detail in status.details:
+            err = p4rt.Error()
+            detail.Unpack(err)
+            errors.append((err.canonical_code, bool(err.message), err.space))
+        assert status.code != 0 and len(made) == 2
+        assert errors[0] == (0, False, "") and errors[1][0] != 0 and errors[1][1]
+    finally:
+        run.tear_down()

@@ -283,27 +283,29 @@ class Device:
         if atomicity != p4rt.WriteRequest.CONTINUE_ON_ERROR:
             raise P4RTError(UNIMPLEMENTED,
                             "Support for atomic write modes has not been implemented yet")
-        errors: list[p4rt.Error] = []
+        # (code, message) per update; p4.v1.Error messages only for a write that failed
+        results: list[tuple[int, str]] = []
         with self.lock:
             for upd in updates:
-                error = p4rt.Error()
                 try:
                     if not entity_allowed(grant, upd.entity, self.ctx.info.ids):
                         raise OUTSIDE_ROLE.again()
                     self._apply(upd)
+                    results.append(_APPLIED)
                 except P4RTError as err:
-                    error.canonical_code, error.message = err.code, err.message
-                    error.space = ERROR_SPACE
+                    results.append((err.code, err.message))
                 except Exception as exc:  # a bug must not take the switch down
                     log.exception("P4Runtime write failed")
-                    error.canonical_code, error.message = INTERNAL, f"internal error: {exc}"
-                    error.space = ERROR_SPACE
-                errors.append(error)
+                    results.append((INTERNAL, f"internal error: {exc}"))
         status = status_pb2.Status()
-        if any(e.canonical_code for e in errors):
+        if any(code for code, _ in results):
             status.code = UNKNOWN
-            for e in errors:
-                status.details.add().Pack(e)
+            for code, message in results:
+                error = p4rt.Error()
+                if code:
+                    error.canonical_code, error.message = code, message
+                    error.space = ERROR_SPACE
+                status.details.add().Pack(error)
         return status
 
     def _apply(self, upd: p4rt.Update) -> None:
@@ -431,6 +433,9 @@ class Device:
         digests = self.digests
         if digests is not None:
             digests.on_digest(digest)
+
+
+_APPLIED = (0, "")  # an update's result when it was applied
 
 
 def _unwrap_legacy_config(config: p4rt.ForwardingPipelineConfig) -> None:

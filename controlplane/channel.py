@@ -6,9 +6,11 @@ and a set of them run together. ``controlplane.connection.SwitchConnection`` and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from controlplane.codec import Codec
@@ -16,6 +18,15 @@ from controlplane.entities import Entity
 
 T = TypeVar("T")
 C = TypeVar("C")
+
+
+@dataclass
+class Pipeline:
+    """What GetForwardingPipelineConfig returned (``controlplane.connection`` re-exports it)."""
+
+    p4info: p4info_pb2.P4Info
+    device_config: bytes
+    cookie: int
 
 
 class SwitchChannel(Protocol):

@@ -29,6 +29,10 @@ from controlplane.p4info import P4InfoIndex
 class Codec:
     def __init__(self, index: P4InfoIndex) -> None:
         self.index = index
+        # An owner whose encoded entities are never changed after encoding (the simulator's
+        # in-process channels, which share one codec per pipeline) sets a dict here:
+        # ``desired_protos`` then encodes an entity planned alike for many switches once.
+        self.shared_protos: dict[str, tuple[Any, p4runtime_pb2.Entity]] | None = None
 
     # ---- actions -----------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -23,6 +22,7 @@ from google.protobuf import any_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from controlplane.channel import Pipeline
 from controlplane.codec import Codec
 from controlplane.entities import DigestList, Entity, PacketIn
 from controlplane.errors import (
@@ -44,13 +44,6 @@ log = logging.getLogger("controlplane")
 
 Update = p4runtime_pb2.Update
 ResyncCallback = Callable[["SwitchConnection", int], None]
-
-
-@dataclass
-class Pipeline:
-    p4info: p4info_pb2.P4Info
-    device_config: bytes
-    cookie: int
 
 
 class SwitchConnection(PacketIO, Writes):

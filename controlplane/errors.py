@@ -9,10 +9,13 @@ update (entity, field and value) that failed instead of a bare gRPC code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import grpc
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2
+
+if TYPE_CHECKING:
+    import grpc
 
 
 class ControlPlaneError(Exception):
@@ -144,6 +147,8 @@ def rpc_error_to_exception(
     err: grpc.RpcError, rpc: str, addr: str, descriptions: list[str] | None = None
 ) -> ControlPlaneError:
     """Turn a grpc.RpcError into the matching one-line exception."""
+    import grpc  # here: the simulator's in-process channels never load gRPC (0.2 CPU s)
+
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     details = (err.details() if hasattr(err, "details") else None) or ""
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts import wire
-from hosts.layers import HopRecord, decode_hop, parse_int_block
+from hosts.intstack import HopRecord, decode_hop, parse_int_block
 
 
 class ReportError(ValueError):

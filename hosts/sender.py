@@ -19,7 +19,7 @@ from hosts.cc import LineContext, RateController, controller_for
 from hosts.cc.hpcc import HopSample
 from hosts.cells import CellTemplate, message_bytes, message_crc, parse_roce
 from hosts.config import CREDIT_PROBE_S, HEALTH_INTERVAL_S, SenderConfig
-from hosts.layers import parse_int_block
+from hosts.intstack import parse_int_block
 from hosts.nic import NicPort, PacketSocketPort
 from hosts.ratelimit import TokenBucket
 from hosts.sack import decode_ack

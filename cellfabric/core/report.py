@@ -8,12 +8,12 @@ depend on the machine's speed.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from cellfabric.core.jsonfast import dumps_indent1
 from cellfabric.core.validity import queue_drops_measured, retransmission_totals
 
 
@@ -265,7 +265,8 @@ def write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None = No
     # the sections as they are: asdict() would deep-copy every sample list first (0.45 CPU s
     # at k=8) for an encoder that only reads them (nested dataclasses: _json_default)
     sections = {f.name: getattr(m, f.name) for f in fields(m)}
-    path.write_text(json.dumps(sections, indent=1, default=_json_default) + "\n")
+    # json.dumps(sections, indent=1, default=_json_default)'s text, in 40% of its time
+    path.write_text(dumps_indent1(sections, _json_default) + "\n")
     from cellfabric.core.plots import write_plots
 
     write_plots(m, run_dir)

@@ -47,7 +47,7 @@ from controlplane.fabric_controller import FabricController
 from controlplane.fabric_plan import C_PORT_TX, C_PORT_TX_DATA
 from hosts.collector import Collector
 from hosts.wire import TELEMETRY_REPORT_PORT
-from netlab.targets import compile_p4
+from netlab.targets import compile_p4_cached
 from topologies.model import Topology
 
 PROGRESS_EVERY_S = 2.0  # wall seconds between progress lines
@@ -122,7 +122,8 @@ class SimRun:
     def bring_up(self) -> None:
         cfg = self.cfg
         _say(cfg, f"[1/4] compiling {FABRIC_P4.name} ({cfg.target} compiler)")
-        json_path, p4info = compile_p4(FABRIC_P4, cfg.run_dir / "build", target=cfg.target)
+        json_path, p4info = compile_p4_cached(FABRIC_P4, cfg.run_dir / "build",
+                                             target=cfg.target)
         self.fabric.build()
         self.tracing = (FabricTracing(self.fabric, self.topo, cfg.run_dir / "traces",
                                       cfg.trace_sample) if cfg.trace_sample else None)

@@ -147,7 +147,8 @@ def test_pipeline_files_are_read_once_and_again_when_they_change(tmp_path: Path)
     info.write_text('pkg_info { arch: "v1model" }\n')
     blob.write_bytes(b'{"a": 1}')
     first = pipeline_files(info, blob)
-    assert first[0].pkg_info.arch == "v1model" and first[1] == b'{"a": 1}'
+    assert first.config.p4info.pkg_info.arch == "v1model"
+    assert first.config.p4_device_config == b'{"a": 1}'
     assert pipeline_files(info, blob) is first  # every switch after the first: no parse
     blob.write_bytes(b'{"a": 22}')  # recompiled: another size, another mtime
-    assert pipeline_files(info, blob)[1] == b'{"a": 22}'
+    assert pipeline_files(info, blob).config.p4_device_config == b'{"a": 22}'

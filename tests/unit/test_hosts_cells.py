@@ -129,3 +129,32 @@ def test_parse_roce_rejects_non_roce_and_truncated_frames() -> None:
     assert parse_roce(frame[:40]) is None
     other = bytes(Ether() / IP() / UDP(dport=53))
     assert parse_roce(other) is None
+
+
+@pytest.mark.parametrize("int_source", [False, True])
+@pytest.mark.parametrize("qpn, payload_len, sport", [(7, 256, 49152), (0xABCDEF, 1024, 65535),
+                                                     (1, 0, 1)])
+def test_templates_are_the_bytes_scapy_built(int_source: bool, qpn: int, payload_len: int,
+                                             sport: int) -> None:
+    """CellTemplate and UdpFramer build their headers with struct (no Scapy import): the
+    bytes are the ones the Scapy expressions they replaced built."""
+    from scapy.packet import Raw
+
+    from hosts.cells import UdpFramer
+    from hosts.layers import int_source_block
+
+    macs, ips = ("02:00:00:00:01:0a", "0a:1b:2c:3d:4e:5f"), ("10.0.1.2", "192.168.200.7")
+    tpl = CellTemplate(*macs, *ips, qpn, payload_len=payload_len, sport=sport,
+                       int_source=int_source)
+    dscp = wire.INT_DSCP if int_source else 0
+    pkt = (Ether(src=macs[0], dst=macs[1])
+           / IP(src=ips[0], dst=ips[1], tos=wire.tos(wire.ECN_ECT0, dscp), flags="DF", id=0)
+           / UDP(sport=sport, dport=wire.ROCE_UDP_PORT, chksum=0))
+    if int_source:
+        pkt = pkt / Raw(int_source_block())
+    pkt = pkt / BTH(opcode=0, dqpn=qpn, psn=0, icrc=0) / Raw(bytes(payload_len))
+    assert tpl.template == bytes(pkt)
+    framer = UdpFramer(*macs, *ips, sport, 4321, tos_byte=0x8A)
+    hdr = (Ether(src=macs[0], dst=macs[1]) / IP(src=ips[0], dst=ips[1], tos=0x8A, flags="DF",
+                                                id=0) / UDP(sport=sport, dport=4321, chksum=0))
+    assert bytes(framer.header) == bytes(hdr)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,45 @@ def test_wait_until_times_out() -> None:
     start = time.monotonic()
     assert wait_until(lambda: False, 0.2, 0.05) is False
     assert time.monotonic() - start >= 0.2
+
+
+def test_compile_cache_reuses_an_identical_compile_and_misses_on_any_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compile_p4_cached: the second compile of the same sources is the first one's files
+    (the compiler does not run), and a changed include compiles again, to the compiler's
+    own output."""
+    import shutil as sh
+
+    from netlab import targets
+
+    root = Path(__file__).resolve().parents[2]
+    src_dir = tmp_path / "p4src"
+    sh.copytree(root / "p4src", src_dir)
+    monkeypatch.setenv(targets.COMPILE_CACHE_ENV, str(tmp_path / "cache"))
+    real = targets.compile_p4
+    ran: list[Path] = []
+
+    def counted(src: Path, outdir: Path, target: str | None = None) -> tuple[Path, Path]:
+        ran.append(Path(outdir))
+        return real(src, outdir, target)
+
+    monkeypatch.setattr(targets, "compile_p4", counted)
+    first = targets.compile_p4_cached(src_dir / "fabric.p4", tmp_path / "a", "embedded")
+    again = targets.compile_p4_cached(src_dir / "fabric.p4", tmp_path / "b", "embedded")
+    assert ran == [tmp_path / "a"]
+    assert [p.read_bytes() for p in again] == [p.read_bytes() for p in first]
+    assert again[0].parent == tmp_path / "b"
+    defines = src_dir / "include" / "defines.p4"
+    defines.write_text(defines.read_text() + "\n// any change, even a comment\n")
+    changed = targets.compile_p4_cached(src_dir / "fabric.p4", tmp_path / "c", "embedded")
+    assert ran == [tmp_path / "a", tmp_path / "c"]
+    fresh = real(src_dir / "fabric.p4", tmp_path / "d", "embedded")
+    assert [p.read_bytes() for p in changed] == [p.read_bytes() for p in fresh]
+    # the JSON names the sources by the path the compiler was given: another path, another entry
+    moved = tmp_path / "elsewhere"
+    sh.copytree(src_dir, moved)
+    other = targets.compile_p4_cached(moved / "fabric.p4", tmp_path / "f", "embedded")
+    assert ran[-1] == tmp_path / "f" and str(moved) in other[0].read_text()
+    monkeypatch.setenv(targets.COMPILE_CACHE_ENV, "off")
+    targets.compile_p4_cached(src_dir / "fabric.p4", tmp_path / "e", "embedded")
+    assert ran[-1] == tmp_path / "e"

@@ -169,3 +169,35 @@ def test_a_failure_in_the_fused_path_shows_the_lines_it_ran() -> None:
     assert ("stages.py", "receive", "egress_pipe(P, F)") in where  # egress's line, inlined
     action = [fr for fr in frames if fr.filename.startswith("p4sim-generated/action_")]
     assert action and "//" in (action[-1].line or "")
+
+
+def test_a_program_loaded_again_names_its_generated_code_once_and_keeps_its_lines(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a program a second time (another switch of a fabric) reuses each generated
+    function's code, file name and source lines: nothing is named again; and the lines are
+    registered again if linecache was cleared meanwhile."""
+    import linecache
+
+    from p4sim.switch import codegen
+
+    p = Prog([("a", 8), ("b", 8)])
+    divide = p.action("divide_again", [], [assign(f("probe", "a"), ex("/", f("probe", "a"),
+                                                                      f("probe", "b")))])
+    p.table("t", [], [divide], default=(divide, []))
+    named: list[str] = []
+    real = codegen.generated_filename
+
+    def counted(where: str, text: str) -> str:
+        named.append(where)
+        return real(where, text)
+
+    monkeypatch.setattr(codegen, "generated_filename", counted)
+    DataPlane(clock=lambda: 0).load_pipeline(p.json())
+    first = list(named)
+    assert any("divide_again" in w for w in first)
+    linecache.clearcache()
+    again = DataPlane(clock=lambda: 0)
+    again.load_pipeline(p.json())
+    assert named == first  # the second load named nothing
+    files = [n for n in linecache.cache if "divide_again" in n]
+    assert files and any("//" in line for line in linecache.getlines(files[0]))

@@ -157,22 +157,41 @@ class Device:
             else:
                 raise P4RTError(INVALID_ARGUMENT, "Invalid SetForwardingPipeline action")
 
-    def _install(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig) -> None:
+    def commit_pipeline(self, config: p4rt.ForwardingPipelineConfig, device_id: int) -> None:
+        """``set_pipeline`` of a VERIFY_AND_COMMIT request holding ``config`` (no election id,
+        no role), for an in-process caller: the same checks and errors, and the device keeps
+        ``config`` itself rather than a copy, so the caller must never change it (a simulated
+        fabric's switches all keep one)."""
+        self.check_writer(device_id, False, 0)
+        _unwrap_legacy_config(config)
+        info = PipelineInfo(config.p4info)
+        check_matches_json(info, config.p4_device_config)
+        if device_id != self.device_id:
+            raise P4RTError(UNKNOWN, "Error when trying to assign device")
+        with self.lock:
+            self._install(info, config, keep=True)
+
+    def _install(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig,
+                 keep: bool = False) -> None:
         try:
             self.dp.load_pipeline(config.p4_device_config)
         except ApiError as err:
             raise P4RTError(UNKNOWN, f"Error in first phase of device update: {err.message}") \
                 from None
-        self._adopt(info, config)
+        self._adopt(info, config, keep)
 
-    def _adopt(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig) -> None:
+    def _adopt(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig,
+               keep: bool = False) -> None:
         info.bind_json(config.p4_device_config)
         if self.digests is not None:
             self.digests.close()
         self.ctx = Context(self.dp, info, self.registers)
         self.digests = DigestManager(info, self._send_digest)
-        self.config = p4rt.ForwardingPipelineConfig()
-        self.config.CopyFrom(config)
+        if keep:  # commit_pipeline's: never changed by its caller
+            self.config = config
+        else:
+            self.config = p4rt.ForwardingPipelineConfig()
+            self.config.CopyFrom(config)
         self.staged = None
 
     def _reconcile(self, info: PipelineInfo, config: p4rt.ForwardingPipelineConfig) -> None:
@@ -264,27 +283,29 @@ class Device:
         if atomicity != p4rt.WriteRequest.CONTINUE_ON_ERROR:
             raise P4RTError(UNIMPLEMENTED,
                             "Support for atomic write modes has not been implemented yet")
-        errors: list[p4rt.Error] = []
+        # (code, message) per update; p4.v1.Error messages only for a write that failed
+        results: list[tuple[int, str]] = []
         with self.lock:
             for upd in updates:
-                error = p4rt.Error()
                 try:
                     if not entity_allowed(grant, upd.entity, self.ctx.info.ids):
                         raise OUTSIDE_ROLE.again()
                     self._apply(upd)
+                    results.append(_APPLIED)
                 except P4RTError as err:
-                    error.canonical_code, error.message = err.code, err.message
-                    error.space = ERROR_SPACE
+                    results.append((err.code, err.message))
                 except Exception as exc:  # a bug must not take the switch down
                     log.exception("P4Runtime write failed")
-                    error.canonical_code, error.message = INTERNAL, f"internal error: {exc}"
-                    error.space = ERROR_SPACE
-                errors.append(error)
+                    results.append((INTERNAL, f"internal error: {exc}"))
         status = status_pb2.Status()
-        if any(e.canonical_code for e in errors):
+        if any(code for code, _ in results):
             status.code = UNKNOWN
-            for e in errors:
-                status.details.add().Pack(e)
+            for code, message in results:
+                error = p4rt.Error()
+                if code:
+                    error.canonical_code, error.message = code, message
+                    error.space = ERROR_SPACE
+                status.details.add().Pack(error)
         return status
 
     def _apply(self, upd: p4rt.Update) -> None:
@@ -412,6 +433,9 @@ class Device:
         digests = self.digests
         if digests is not None:
             digests.on_digest(digest)
+
+
+_APPLIED = (0, "")  # an update's result when it was applied
 
 
 def _unwrap_legacy_config(config: p4rt.ForwardingPipelineConfig) -> None:

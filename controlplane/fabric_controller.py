@@ -273,19 +273,23 @@ def desired_protos(conn, entities: Iterable[Entity]) -> dict[Identity, p4runtime
     switch or another, is that one's message (a k=8 fat-tree plans 45% of its entries alike)."""
     codec = conn.codec
     shared = codec.shared_protos
+
+    def encode(ent: Entity) -> tuple[Identity, p4runtime_pb2.Entity]:
+        proto = codec.to_proto(ent)
+        ident = identity(proto)
+        assert ident is not None
+        return ident, proto
+
+    if shared is None:
+        return dict(encode(ent) for ent in entities)
     out: dict[Identity, p4runtime_pb2.Entity] = {}
     for ent in entities:
-        key = repr(ent) if shared is not None else ""
-        found = shared.get(key) if shared is not None else None
+        key = repr(ent)
+        found = shared.get(key)
         if found is None:
-            proto = codec.to_proto(ent)
-            ident = identity(proto)
-            assert ident is not None
-            found = (ident, proto)
-            if shared is not None:
-                if len(shared) >= SHARED_PROTOS_MAX:
-                    shared.clear()
-                shared[key] = found
+            if len(shared) >= SHARED_PROTOS_MAX:
+                shared.clear()
+            found = shared[key] = encode(ent)
         out[found[0]] = found[1]
     return out
 

@@ -75,15 +75,9 @@ class HopSwitch:
                 self._hop_post(True, port, frame)
             return
         self._received += 1
-        res = hop.res
-        rc = hop.lib.hop_arrive(hop.T, frame, len(frame), port, self.engine.now, hop.F,
-                                hop.out, res)
-        if res[0]:
-            self._hop_send(res[0])
-        if rc:
-            self._hop_leave(rc, port, frame, True)
-        elif res[1] >= 0:
-            self._schedule(res[1])
+        hop.lib.hop_arrive(hop.T, frame, len(frame), port, self.engine.now, hop.F, hop.out,
+                           hop.res)
+        self._hop_post(True, port, frame)
 
     def _hop_poll(self) -> None:
         hop = self._hop
@@ -95,18 +89,13 @@ class HopSwitch:
             if fab.service(self._fab_index):
                 self._hop_post(False, 0, b"")
             return
-        res = hop.res
-        rc = hop.lib.hop_service(hop.T, self.engine.now, hop.out, res)
-        if res[0]:
-            self._hop_send(res[0])
-        if rc:
-            self._hop_leave(rc, 0, b"", False)
-        elif res[1] >= 0:
-            self._schedule(res[1])
+        hop.lib.hop_service(hop.T, self.engine.now, hop.out, hop.res)
+        self._hop_post(False, 0, b"")
 
     def _hop_post(self, arrival: bool, port: int, frame: bytes) -> None:
-        """What _hop_receive / _hop_poll do after their C call, for a result the C fabric
-        left to Python (a frame for the CPU port, a packet that needs the Python path)."""
+        """What follows a hop's C call (made here, or by the C fabric for a result it left to
+        Python: a frame for the CPU port, a packet that needs the Python path): its frames
+        out, then the Python path (res[2], the call's return code) or the next deadline."""
         res = self._hop.res
         if res[0]:
             self._hop_send(res[0])

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,39 +139,43 @@ class FabricNet:
         return [sw for sw in self.topo.switches
                 if not self.switch(sw).wait_ready(ready_timeout)]
 
-    def set_link(self, name: str, up: bool,
-                 bmv2_port: Callable[[str, str], None] | None = None) -> None:
+    def set_link(self, name: str, up: bool, blackhole: bool = False) -> None:
         """Bring a topology link (``a-b``) down or up at both ends.
 
-        ``bmv2_port(switch, command)`` (real BMv2: a simple_switch_CLI line for that switch):
-        a switch's end is taken out of the switch (``port_remove``) and put back
-        (``port_add``) instead of being set down, because BMv2 stops reading every port once
-        one of its interfaces goes down (its receive thread waits in libpcap on the down
-        interface: seen as kernel drops on all of that switch's ports and 0 messages
-        delivered). A host's end is set down as before."""
+        ``blackhole`` (real BMv2): a switch's end stays up and every frame it sends is dropped
+        by its interface's queueing discipline (a zero-length FIFO), so the link carries
+        nothing either way, as a cut fibre. BMv2 must not see its interface go down: its one
+        receive thread then waits in libpcap on that interface and stops reading every port
+        (seen as kernel drops on all of its ports and no message delivered). Taking the port
+        out of the switch instead (``port_remove``, ``port_add``) once stalled a switch the
+        same way on a loaded machine: the kernel dropped thousands of frames on its other
+        ports. A host's end is set down either way."""
         assert self.net is not None
         lk = self.topo.link(name)
-        if bmv2_port is None:
+        if not blackhole:
             self.net.configLinkStatus(self.node_name(lk.a), self.node_name(lk.b),
                                       "up" if up else "down")
             return
-        def one_end(node: str, port: int) -> None:
+        for node, port in ((lk.a, lk.a_port), (lk.b, lk.b_port)):
             ifname = self.ifname(node, port)
-            if node in self.topo.switches:
-                bmv2_port(node, f"port_add {ifname} {port}" if up else f"port_remove {port}")
-            else:
+            if node not in self.topo.switches:
                 self.host(node).cmd(f"ip link set dev {ifname} {'up' if up else 'down'}")
-
-        # both ends at once: each is a simple_switch_CLI process, and the reroute waits
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for done in [pool.submit(one_end, lk.a, lk.a_port),
-                         pool.submit(one_end, lk.b, lk.b_port)]:
-                done.result()
+            elif up:  # the interface's default discipline again
+                _tc(["qdisc", "del", "dev", ifname, "root"])
+            else:
+                _tc(["qdisc", "replace", "dev", ifname, "root", "pfifo", "limit", "0"])
 
     def stop(self) -> None:
         if self.net is not None:
             self.net.stop()
             self.net = None
+
+
+def _tc(args: list[str]) -> None:
+    """One `tc` command on a switch interface (the root namespace); a failure says which."""
+    proc = subprocess.run(["tc", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tc {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
 
 
 def _ipv6_off(ifname: str) -> None:

@@ -47,7 +47,7 @@ from cellfabric.core.validity import (
     switch_drops,
 )
 from cellfabric.core.workloads import Workload
-from cellfabric.emulation.admin import AdminError, SwitchAdmin
+from cellfabric.emulation.admin import SwitchAdmin
 from cellfabric.emulation.monitor import FabricMonitor
 from cellfabric.emulation.network import FabricNet
 from cellfabric.emulation.secure import RunPki
@@ -112,6 +112,10 @@ class FabricRun:
         self.traffic_start: float | None = None
         self.load_after: linkload.Snapshot | None = None
         self._timers: list[threading.Timer] = []
+        # Each link event runs on its own timer thread; the controller re-plans one event at a
+        # time, in the order they were injected (a recovery re-planned while the failure's
+        # plan was still being written once modified a group that plan had just deleted).
+        self._replan_lock = threading.Lock()
         self._qp = 1  # the next flow's queue pair number (unique over the whole workload)
         self.out = cfg.run_dir / "hosts"
         self.pki: RunPki | None = None
@@ -277,8 +281,10 @@ class FabricRun:
         assert self.fnet is not None and self.controller is not None
         t_inject = time.time()
         for link in ev.links:
-            self.fnet.set_link(link, ev.up, self._bmv2_port if self.cfg.target == "bmv2"
-                               else None)
+            try:
+                self.fnet.set_link(link, ev.up, blackhole=self.cfg.target == "bmv2")
+            except RuntimeError as exc:  # the run goes on: its report shows what this cost
+                self.event_log.append({"t": time.time(), "event": f"link state: {exc}"})
             spec = self.topo.link(link)
             pair = frozenset((spec.a, spec.b))
             self.down = self.down - {pair} if ev.up else self.down | {pair}
@@ -291,7 +297,8 @@ class FabricRun:
             self._bgp_link_event(ev, what, t_inject, record)
             return
         try:
-            diffs = self.controller.set_links(list(ev.links), ev.up)
+            with self._replan_lock:
+                diffs = self.controller.set_links(list(ev.links), ev.up)
         except Exception as exc:
             self.event_log.append({"t": time.time(), "event": f"controller: {exc}"})
         else:
@@ -302,19 +309,6 @@ class FabricRun:
                 f"{1000 * record['reroute_s']:.0f} ms (controller wrote {record['writes']} "
                 f"updates on {sum(1 for d in diffs.values() if d.writes)} switches)")})
         self.failures.append(record)
-
-    def _bmv2_port(self, switch: str, command: str) -> None:
-        """A port_add/port_remove on real BMv2; a port put back gets its queue settings
-        again (they are the port's, set at bring-up)."""
-        try:
-            self.admins[switch].run([command])
-        except AdminError as exc:  # the run goes on: its report shows what this cost
-            self.event_log.append({"t": time.time(), "event": f"link state: {exc}"})
-            return
-        words = command.split()
-        plan = self.controller.plans.get(switch) if self.controller else None
-        if words[0] == "port_add" and plan and int(words[2]) in plan.queues:
-            self._set_queue(switch, plan.queues[int(words[2])])
 
     def _bgp_link_event(self, ev: LinkEvent, what: str, t_inject: float,
                         record: dict[str, Any]) -> None:

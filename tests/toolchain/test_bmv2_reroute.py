@@ -1,7 +1,8 @@
 """`cellfabric run leaf-spine --target bmv2 --fail l1-s1@T:T_UP` on real simple_switch_grpc:
 the central controller reroutes around the failed link and back without a group modify real
-BMv2's PI refuses (new groups, make-before-break), the link's ends leave and rejoin their
-switches without stalling them, and every message arrives.
+BMv2's PI refuses (new groups, make-before-break), the link is cut without stalling the
+switches at its ends (the kernel drops what they send into it; their ports stay up, so no
+frame waits unread), and every message arrives.
 
 Needs root (Mininet), Mininet, and the real toolchain on PATH (`make test-toolchain`)."""
 

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 TARGET ?=
 TARGET_FLAG := $(if $(TARGET),--target $(TARGET),)
-PYTEST_FLAGS ?= -q -ra
+PYTEST_FLAGS ?= -q -ra --durations=30
 
 .PHONY: setup deps venv run test test-unit test-sim test-ptf test-e2e bench lint clean \
         conformance conformance-expected test-toolchain test-reliability test-tutorials

@@ -39,9 +39,9 @@ def _metrics(results: Path, args: list[str] = SMALL) -> dict:
     return data
 
 
-# packet mode: the topology's rates per queue and per port, the other traffic manager path
-PACKET_MODE = [a for a in SMALL if a not in ("--link-rate", "100G")]
-PACKET_MODE[PACKET_MODE.index("65536")] = "16384"
+# packet mode (`--link-rate topology`): the topology's rates per queue and per port, the other
+# traffic manager path
+PACKET_MODE = [{"100G": "topology", "65536": "16384"}.get(a, a) for a in SMALL]
 
 
 @pytest.mark.parametrize("args", [SMALL, PACKET_MODE], ids=["bit-rate", "packet"])
@@ -52,6 +52,8 @@ def test_deadline_only_after_an_arrival_gives_the_plain_paths_run(
     monkeypatch.setattr(SimSwitch, "peak_one_port", False)
     plain = _metrics(tmp_path / "plain", args)
     assert fast == plain
+    # the mode asked for ran: packet mode paces by the topology's packets per second
+    assert fast["run"]["sim"]["link_rate_bps"] == (0 if "topology" in args else 100 * 10**9)
     # queues did build (the path under test ran), and every message arrived
     assert max(fast["run"]["sim"]["peak_queue_packets"].values()) > 1
     assert fast["summary"]["messages_completed"] == fast["summary"]["messages_total"] == 4

@@ -47,3 +47,15 @@ def test_the_speed_row_shows_both_simulators_and_the_ratios() -> None:
     failed = _speed_row({"k": 8, "hosts": 128, "size": 1 << 20, "cellfabric": cf,
                          "htsim": {"error": "htsim: no build.sh"}}, "today")
     assert "htsim: not run (htsim: no build.sh)" in failed
+
+
+def test_the_timed_commands_keep_their_bytecode_as_a_users_shell_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("CF_BENCH_PROBE", "kept")
+    env = sim_speed.user_env()
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["CF_BENCH_PROBE"] == "kept" and env["PATH"]
+    # every package the project installs is compiled before the timed commands
+    root = Path(__file__).resolve().parents[2]
+    assert all((root / p / "__init__.py").exists() for p in sim_speed.PACKAGES)

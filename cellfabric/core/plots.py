@@ -17,6 +17,11 @@ from cellfabric.core.report import RunMetrics, accounting_of, percentile, span_t
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+# Titles are placed at y=1.0 (above the axes, with matplotlib's pad) rather than left to
+# matplotlib's automatic placement, which measures every y tick label again at every layout
+# and draw to move a title clear of top ticks or an axis offset text ("1e6"): none of these
+# axes has either (the flow-rate plot's cells/s can have an offset text: it keeps the
+# automatic placement).
 MAX_LINES = 8  # more series than this become a heatmap or a band
 MAX_LABELS = 64  # a tier of more link directions than this has no label per bar
 DPI = 90
@@ -56,7 +61,7 @@ def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
         ax.plot([1000 * f for f in fcts], [(i + 1) / len(fcts) for i in range(len(fcts))])
         ax.set_xlabel("message completion time (ms)")
         ax.set_ylabel("CDF")
-        ax.set_title("Message completion times")
+        ax.set_title("Message completion times", y=1.0)
         save(fig, "completion_times.png")
     if m.reorder:
         fig = new_figure(figsize=(max(6, 0.3 * len(m.reorder)), 3.5))
@@ -71,7 +76,7 @@ def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
         ax.set_xticks(list(x))
         ax.set_xticklabels(hosts)
         ax.set_ylabel("reorder depth (cells)")
-        ax.set_title("Receiver reorder depth")
+        ax.set_title("Receiver reorder depth", y=1.0)
         ax.tick_params(axis="x", rotation=90, labelsize=7)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         save(fig, "reorder_depth.png")
@@ -142,7 +147,8 @@ def _link_loads(acct: dict[str, Any]) -> Figure:
         b = acct["tiers"].get(tier, {})
         balance = (f"  cells min/mean {b['min_over_mean']:.2f}, max/mean "
                    f"{b['max_over_mean']:.2f}" if b.get("mean_cells") else "")
-        ax.set_title(f"{tier}: {len(rows)} link directions{balance}", fontsize=9, loc="left")
+        ax.set_title(f"{tier}: {len(rows)} link directions{balance}", fontsize=9, loc="left",
+                     y=1.0)
         if len(rows) <= MAX_LABELS:
             ax.set_xticks(list(x))
             ax.set_xticklabels([label for label, _ in rows], rotation=90, fontsize=6)
@@ -203,7 +209,7 @@ def _queue_depths(m: RunMetrics, acct: dict[str, Any]) -> Figure:
         ax.set_xlim(0, max(t_end, 1e-3))
         ax.set_title(f"{tier}: {len(keys)} queues, {len(busy)} ever non-empty, deepest "
                      f"{max((v for k in keys for _, v in m.queues[k]), default=0)} packets",
-                     fontsize=9, loc="left")
+                     fontsize=9, loc="left", y=1.0)
     axes[-1, 0].set_xlabel("time (s)")
     if image is not None:
         fig.colorbar(image, ax=list(axes[:, 0]), label="queue depth (packets)", fraction=0.03)

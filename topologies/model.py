@@ -195,10 +195,13 @@ class Topology:
     def adjacency(self, down: Collection[frozenset[str]] = frozenset()) -> dict[str, list[str]]:
         """Each node's peers over the links not in ``down`` (each a frozenset of its ends)."""
         adj: dict[str, list[str]] = {}
-        for lk in self.links:
-            if frozenset((lk.a, lk.b)) not in down:
-                adj.setdefault(lk.a, []).append(lk.b)
-                adj.setdefault(lk.b, []).append(lk.a)
+        # nothing down (the usual case): no frozenset per link to look up (a set-up asks once
+        # per host, three times over)
+        links = self.links if not down else [lk for lk in self.links
+                                             if frozenset((lk.a, lk.b)) not in down]
+        for lk in links:
+            adj.setdefault(lk.a, []).append(lk.b)
+            adj.setdefault(lk.b, []).append(lk.a)
         return adj
 
     def distances(self, src: str, down: Collection[frozenset[str]] = frozenset(),

@@ -10,47 +10,62 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellfabric.core.report import RunMetrics, accounting_of, percentile, span_text
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# Titles are placed at y=1.0 (above the axes, with matplotlib's pad) rather than left to
+# matplotlib's automatic placement, which measures every y tick label again at every layout
+# and draw to move a title clear of top ticks or an axis offset text ("1e6"): none of these
+# axes has either (the flow-rate plot's cells/s can have an offset text: it keeps the
+# automatic placement).
 MAX_LINES = 8  # more series than this become a heatmap or a band
 MAX_LABELS = 64  # a tier of more link directions than this has no label per bar
 DPI = 90
 
 
+def new_figure(**kwargs: Any) -> Figure:
+    """A figure on the Agg canvas, outside pyplot: pyplot's figure manager (and its import)
+    only adds bookkeeping that a figure saved once and dropped never uses."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
+
+
 def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
 
-    def save(fig, name: str) -> None:
+    def save(fig: Figure, name: str) -> None:
         path = out_dir / name
         one_draw(fig, path)
-        plt.close(fig)
         written.append(path)
 
     acct = accounting_of(m)
     if acct and acct.get("directions"):
-        save(_link_loads(plt, acct), "link_load.png")
+        save(_link_loads(acct), "link_load.png")
     if m.queues:
-        save(_queue_depths(plt, m, acct), "queue_depth.png")
+        save(_queue_depths(m, acct), "queue_depth.png")
     if any(f.get("samples") for f in m.flows.values()):  # (none without rate control)
-        save(_flow_rates(plt, m), "flow_rates.png")
+        save(_flow_rates(m), "flow_rates.png")
     fcts = sorted(msg["fct_s"] for msg in m.messages if msg.get("fct_s") is not None)
     if fcts:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig = new_figure(figsize=(6, 3.5))
+        ax = fig.subplots()
         ax.plot([1000 * f for f in fcts], [(i + 1) / len(fcts) for i in range(len(fcts))])
         ax.set_xlabel("message completion time (ms)")
         ax.set_ylabel("CDF")
-        ax.set_title("Message completion times")
+        ax.set_title("Message completion times", y=1.0)
         save(fig, "completion_times.png")
     if m.reorder:
-        fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(m.reorder)), 3.5))
+        fig = new_figure(figsize=(max(6, 0.3 * len(m.reorder)), 3.5))
+        ax = fig.subplots()
         hosts = sorted(m.reorder, key=_natural)
         x = range(len(hosts))
         # side by side: drawn over each other, an equal max would hide behind its p99
@@ -61,14 +76,14 @@ def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
         ax.set_xticks(list(x))
         ax.set_xticklabels(hosts)
         ax.set_ylabel("reorder depth (cells)")
-        ax.set_title("Receiver reorder depth")
+        ax.set_title("Receiver reorder depth", y=1.0)
         ax.tick_params(axis="x", rotation=90, labelsize=7)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         save(fig, "reorder_depth.png")
     return written
 
 
-def one_draw(fig, path: Path) -> None:
+def one_draw(fig: Figure, path: Path) -> None:
     """Save ``fig`` drawing it once. ``savefig(bbox_inches="tight")`` draws a figure twice
     (once to measure it, once to paint it) and a constrained layout adds a third pass; here
     the constrained layout, which fits the labels and the legends outside the axes into the
@@ -114,13 +129,14 @@ def _by_tier(acct: dict[str, Any]) -> dict[str, list[tuple[str, dict[str, Any]]]
     return dict(sorted(tiers.items()))
 
 
-def _link_loads(plt, acct: dict[str, Any]):
+def _link_loads(acct: dict[str, Any]) -> Figure:
     """Per tier: each link direction's cells and other packets as a share of what its rate
     allowed over the whole workload window (stacked bars, 100% = the link's rate)."""
     tiers = _by_tier(acct)
     widest = max(len(rows) for rows in tiers.values())
-    fig, axes = plt.subplots(len(tiers), 1, squeeze=False, layout="constrained",
-                             figsize=(max(7, 0.16 * widest + 2), 2.2 * len(tiers) + 0.6))
+    fig = new_figure(layout="constrained",
+                     figsize=(max(7, 0.16 * widest + 2), 2.2 * len(tiers) + 0.6))
+    axes = fig.subplots(len(tiers), 1, squeeze=False)
     for ax, (tier, rows) in zip(axes[:, 0], tiers.items(), strict=True):
         x = range(len(rows))
         cells, other = zip(*(_load_split(d) for _, d in rows), strict=True)
@@ -131,7 +147,8 @@ def _link_loads(plt, acct: dict[str, Any]):
         b = acct["tiers"].get(tier, {})
         balance = (f"  cells min/mean {b['min_over_mean']:.2f}, max/mean "
                    f"{b['max_over_mean']:.2f}" if b.get("mean_cells") else "")
-        ax.set_title(f"{tier}: {len(rows)} link directions{balance}", fontsize=9, loc="left")
+        ax.set_title(f"{tier}: {len(rows)} link directions{balance}", fontsize=9, loc="left",
+                     y=1.0)
         if len(rows) <= MAX_LABELS:
             ax.set_xticks(list(x))
             ax.set_xticklabels([label for label, _ in rows], rotation=90, fontsize=6)
@@ -164,15 +181,15 @@ def _queue_tiers(m: RunMetrics, acct: dict[str, Any]) -> dict[str, list[str]]:
             for t, keys in sorted(tiers.items())}
 
 
-def _queue_depths(plt, m: RunMetrics, acct: dict[str, Any]):
+def _queue_depths(m: RunMetrics, acct: dict[str, Any]) -> Figure:
     """Per tier: a heatmap of depth (queue x time), or lines for a tier of few queues."""
     t0 = float(m.run.get("t0", 0.0))
     tiers = _queue_tiers(m, acct)
     times = sorted({t for s in m.queues.values() for t, _ in s})
     t_end = (times[-1] - t0) if times else 1.0
     heights = [max(1.6, 0.09 * len(k) + 0.9) for k in tiers.values()]
-    fig, axes = plt.subplots(len(tiers), 1, squeeze=False, figsize=(8, sum(heights) + 0.6),
-                             gridspec_kw={"height_ratios": heights}, layout="constrained")
+    fig = new_figure(figsize=(8, sum(heights) + 0.6), layout="constrained")
+    axes = fig.subplots(len(tiers), 1, squeeze=False, gridspec_kw={"height_ratios": heights})
     names = _queue_names(acct)
     peak = max((v for s in m.queues.values() for _, v in s), default=1) or 1
     image = None
@@ -192,7 +209,7 @@ def _queue_depths(plt, m: RunMetrics, acct: dict[str, Any]):
         ax.set_xlim(0, max(t_end, 1e-3))
         ax.set_title(f"{tier}: {len(keys)} queues, {len(busy)} ever non-empty, deepest "
                      f"{max((v for k in keys for _, v in m.queues[k]), default=0)} packets",
-                     fontsize=9, loc="left")
+                     fontsize=9, loc="left", y=1.0)
     axes[-1, 0].set_xlabel("time (s)")
     if image is not None:
         fig.colorbar(image, ax=list(axes[:, 0]), label="queue depth (packets)", fraction=0.03)
@@ -246,9 +263,10 @@ def _heatmap(ax, m: RunMetrics, keys: list[str], t0: float, t_end: float, peak: 
     return image
 
 
-def _flow_rates(plt, m: RunMetrics):
+def _flow_rates(m: RunMetrics) -> Figure:
     t0 = float(m.run.get("t0", 0.0))
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig = new_figure(figsize=(8, 3.5))
+    ax = fig.subplots()
     series = {k: f.get("samples", []) for k, f in sorted(m.flows.items()) if f.get("samples")}
     if len(series) <= MAX_LINES:
         for key, samples in series.items():

@@ -8,6 +8,7 @@ depend on the machine's speed.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -272,7 +273,10 @@ def write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None = No
     write_plots(m, run_dir)
     from cellfabric.core.html import write_run_page
 
-    write_run_page(run_dir)  # report.html: the run as one page (after the plots it embeds)
+    # report.html: the run as one page (after the plots it embeds), from the two sections it
+    # shows as metrics.json has them
+    page = json.loads(dumps_indent1({"run": m.run, "summary": m.summary}, _json_default))
+    write_run_page(run_dir, page)
     return path
 
 

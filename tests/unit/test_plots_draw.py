@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import matplotlib
@@ -65,13 +69,26 @@ def test_a_legend_outside_the_axes_stays_in_the_image(tmp_path: Path) -> None:
 
 def test_a_tier_of_many_links_has_no_tick_per_bar() -> None:
     for n, ticks in ((plots.MAX_LABELS, plots.MAX_LABELS), (plots.MAX_LABELS + 1, 0)):
-        fig = plots._link_loads(plt, link_accounting(_records(n), 1.0))
+        fig = plots._link_loads(link_accounting(_records(n), 1.0))
         assert len(fig.axes[0].get_xticks()) == ticks
         assert len(fig.axes[0].get_xticklabels()) == ticks
-        plt.close(fig)
 
 
 def test_no_rate_plot_when_no_flow_has_rate_samples(tmp_path: Path) -> None:
     written = plots.write_plots(_metrics(samples=False), tmp_path)
     assert "flow_rates.png" not in [p.name for p in written]
     assert "link_load.png" in [p.name for p in written]
+
+
+def test_the_plots_are_made_without_pyplot(tmp_path: Path) -> None:
+    """pyplot (its import and its figure manager) is for interactive figures; a run's report
+    draws on the Agg canvas directly, in a process that never imported pyplot."""
+    (tmp_path / "m.json").write_text(json.dumps(asdict(_metrics())))
+    code = ("import json, sys; from pathlib import Path; "
+            "from cellfabric.core import plots; from cellfabric.core.report import RunMetrics; "
+            "d = Path(sys.argv[1]); m = RunMetrics(**json.loads((d / 'm.json').read_text())); "
+            "w = plots.write_plots(m, d / 'out'); "
+            "print(len(w), 'matplotlib.pyplot' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, check=True, cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.split() == ["5", "False"]

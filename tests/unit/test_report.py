@@ -119,6 +119,23 @@ def test_report_writes_json_and_every_plot(tmp_path: Path) -> None:
     assert "l1->s1 70.0% of its rate (300 cells + 50 other)" in text
 
 
+def test_the_run_page_is_the_one_cellfabric_report_makes_from_metrics_json(
+        tmp_path: Path) -> None:
+    """write_report hands the page the sections it shows instead of having it read
+    metrics.json back: the page must be the one `cellfabric report` makes from the file."""
+    from cellfabric.core.html import PAGE, write_run_page
+
+    m = _metrics()
+    m.link_load = {"window_s": 5.0, "links": _records()}
+    m.run["events"] = [{"t": 0.5, "event": "link l1-s1 down"}]
+    m.run["ratio"] = float("nan")  # an encoder's special case, in a section the page reads
+    write_report(m, tmp_path)
+    handed = (tmp_path / PAGE).read_text()
+    assert "l1-s1 down" in handed and "messages_completed" in handed
+    write_run_page(tmp_path)
+    assert (tmp_path / PAGE).read_text() == handed
+
+
 def test_invalid_run_is_loud() -> None:
     m = _metrics()
     m.run["invalid_reasons"] = ["s1 port 1: served 400 pps while backlogged, configured 1000"]

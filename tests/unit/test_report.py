@@ -242,6 +242,17 @@ def test_queue_heatmap_leaves_intervals_without_a_sample_empty_not_zero() -> Non
     assert grid[1][0] == 1 and grid[1][1:] == [None] * 9
 
 
+def test_queue_heatmap_of_a_simulated_microsecond_run_spans_the_whole_run() -> None:
+    # a simulated run lasts microseconds: its samples spread over every interval, not into
+    # the first ninth of a millisecond-wide axis with the rest "no sample"
+    from cellfabric.core.plots import depth_grid
+
+    series = [[[i * 1e-6, i % 4] for i in range(114)]]  # a sample each 1 us over 113 us
+    grid = depth_grid(series, 0.0, 113e-6, 100)
+    assert None not in grid[0]
+    assert max(grid[0]) == 3
+
+
 def test_the_channel_schedulers_moves_are_in_the_report() -> None:
     m = _metrics()
     m.run["channel_scheduler"] = {"policy": "dynamic", "steps": [

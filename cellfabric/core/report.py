@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cellfabric.core.jsonfast import dumps_indent1
-from cellfabric.core.validity import queue_drops_measured, retransmission_totals
+from cellfabric.core.validity import no_cell_lost, queue_drops_measured, retransmission_totals
 
 
 @dataclass
@@ -78,8 +78,10 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
     if queue_drops_measured(m.drops):
         s["cells_dropped"] = sum(d.get("queue_drops", 0) for d in m.drops.values())
     else:
-        # No queue-drop counter (BMv2): 0 only when the hosts prove it (nothing retransmitted).
-        s["cells_dropped"] = 0 if m.flows and retx == 0 else None
+        # No queue-drop counter (BMv2): 0 only when the hosts prove it (nothing resent, or
+        # every resent cell received twice: validity.no_cell_lost).
+        s["cells_dropped"] = (0 if m.flows and no_cell_lost(retx, s["duplicate_cells"])
+                              else None)
     # Frames that reached a switch's interface but never its pipeline (the kernel dropped them
     # from a receive socket or libpcap ring the switch read too slowly); None if not measured.
     unread = [d["unread_frames"] for d in m.drops.values() if "unread_frames" in d]

@@ -424,7 +424,8 @@ class FabricRun:
                     self.traffic_start or self.t0 or 0.0)
             for failure in self.failures:
                 failure["messages_lost_in_run"] = lost
-        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows)
+        duplicates = sum(int(r.get("duplicates", 0)) for r in m.reorder.values())
+        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows, duplicates)
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}
         if len(cfg.workload.steps) > 1:

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from cellfabric.core.jsonfast import dumps_indent1
-from cellfabric.core.validity import no_cell_lost, queue_drops_measured, retransmission_totals
+from cellfabric.core.validity import (
+    duplicate_totals,
+    no_cell_lost,
+    queue_drops_measured,
+    retransmission_totals,
+)
 
 
 @dataclass
@@ -74,7 +79,7 @@ def summarize(m: RunMetrics) -> dict[str, Any]:
     s["retransmitted_cells"], s["cells_sent"] = retx, sent
     # what the flow figures (cells sent, retransmits, goodput fraction) count over
     s["flow_figures_over"] = _flow_interval(m)
-    s["duplicate_cells"] = sum(int(r.get("duplicates", 0)) for r in m.reorder.values())
+    s["duplicate_cells"] = duplicate_totals(m.reorder)
     if queue_drops_measured(m.drops):
         s["cells_dropped"] = sum(d.get("queue_drops", 0) for d in m.drops.values())
     else:

@@ -43,6 +43,11 @@ def retransmission_totals(flows: Mapping[str, Mapping[str, Any]]) -> tuple[int, 
     return retx, (sum(int(s) for s in sent) if sent and None not in sent else None)
 
 
+def duplicate_totals(reorder: Mapping[str, Mapping[str, Any]]) -> int:
+    """Cells the receivers got more than once, over every receiving host."""
+    return sum(int(r.get("duplicates", 0)) for r in reorder.values())
+
+
 def switch_drops(counters: Mapping[str, Any], stats: Mapping[str, Any] | None) -> dict[str, Any]:
     """A switch's drop figures: its program's counters, plus what the target itself counts.
     BMv2 has no stats (None) and no queue-drop counter: its figure stays unmeasured, never

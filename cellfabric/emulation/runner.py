@@ -41,6 +41,7 @@ from cellfabric.core.report import (
     write_report,
 )
 from cellfabric.core.validity import (
+    duplicate_totals,
     loss_problems,
     over_rate_problems,
     service_problems,
@@ -424,8 +425,8 @@ class FabricRun:
                     self.traffic_start or self.t0 or 0.0)
             for failure in self.failures:
                 failure["messages_lost_in_run"] = lost
-        duplicates = sum(int(r.get("duplicates", 0)) for r in m.reorder.values())
-        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows, duplicates)
+        m.run["invalid_reasons"] += loss_problems(cfg.target, m.drops, m.flows,
+                                                  duplicate_totals(m.reorder))
         if self.collector is not None:
             m.telemetry = read_metrics(self.collector.metrics) or {}
         if len(cfg.workload.steps) > 1:

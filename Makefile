@@ -62,7 +62,7 @@ conformance:  ## the corpus on every target (real ones need the p4lang toolchain
 	@if [ ! -d "$(CORPUS)" ]; then echo "conformance: no corpus at $(CORPUS): skipped"; exit 0; fi; \
 	mkdir -p $(CONF_OUT); status=0; for t in $(CONF_TARGETS); do \
 	  echo "== conformance --target $$t (table: $(CONF_OUT)/$$t.txt, JSON: $(CONF_OUT)/$$t.json)"; \
-	  $(BIN)/p4sim conformance $(CORPUS) -q --target $$t --json $(CONF_OUT)/$$t.json \
+	  $(BIN)/p4sim conformance $(CORPUS) -q -j 2 --target $$t --json $(CONF_OUT)/$$t.json \
 	    > $(CONF_OUT)/$$t.txt 2>&1; rc=$$?; tail -2 $(CONF_OUT)/$$t.txt; \
 	  [ $$rc -le 1 ] || status=1; done; exit $$status
 

@@ -140,8 +140,9 @@ class Receiver:
             wait = min(wait, done_at + self.cfg.linger_s - now)
         return max(0.0, wait)
 
-    def on_frame(self, buf: bytearray, n: int, now: float, port: NicPort) -> None:
-        f = parse_roce(buf, n)
+    def on_frame(self, buf: bytes | bytearray, n: int, now: float, port: NicPort,
+                 parsed: RoceFrame | None = None) -> None:
+        f = parsed if parsed is not None else parse_roce(buf, n)
         if f is None:
             self.not_roce += 1
             return
@@ -164,14 +165,15 @@ class Receiver:
             flow.int_block = f.int_block
             if self._report_sock is not None or self._report_frames:
                 self._report_int(buf, f, flow.port)
-        seq = flow.reorder.unwrap(f.psn)
-        dup = flow.reorder.has(seq)
+        rb = flow.reorder
+        seq = rb.unwrap(f.psn)
+        dup = rb.has(seq)
         if self.granter is not None:
             self.granter.on_cell(flow.key, seq, now, new=not dup)
         payload = bytes(buf[f.body_off:f.body_end])
         completed = False
-        for done_seq, arrived, (opcode, body, pad) in flow.reorder.push(seq, (f.opcode, payload, f.pad),
-                                                                 now):
+        for done_seq, arrived, (opcode, body, pad) in rb.push(seq, (f.opcode, payload, f.pad),
+                                                              now):
             msg = flow.assembler.add(opcode, body, pad, arrived, now)
             if msg is not None:
                 completed = True
@@ -271,34 +273,29 @@ class Receiver:
         credit token running out), or None while nothing waits; a new frame can only make it
         sooner. ``tick`` at any other time does nothing that this would have scheduled."""
         cfg = self.cfg
-        best: float | None = None
-
-        def at(t: float) -> None:
-            nonlocal best
-            if best is None or t < best:
-                best = t
-
+        due: list[float] = []  # candidates; the earliest wins (runs after every frame)
         for flow in self.flows.values():
             if flow.pending:
-                at(flow.last_ack + cfg.ack_delay_s)
-            if flow.reorder.depth:
-                if flow.gap_expected != flow.reorder.expected:
-                    at(now)
+                due.append(flow.last_ack + cfg.ack_delay_s)
+            rb = flow.reorder
+            if rb.depth:
+                if flow.gap_expected != rb.expected:
+                    due.append(now)
                 else:
-                    at(max(flow.gap_since, flow.last_nak) + cfg.nak_holdoff_s)
+                    due.append(max(flow.gap_since, flow.last_nak) + cfg.nak_holdoff_s)
             if flow.grant_dirty:
-                at(now if self._grant_batch_full(flow)
-                   else flow.last_ack + self._grant_holdoff())
+                due.append(now if self._grant_batch_full(flow)
+                           else flow.last_ack + self._grant_holdoff())
         granter = self.granter
         if granter is not None and granter.flows:
             if granter.stamp is None:
-                at(now)
+                due.append(now)
             else:
                 rate = granter.params.downlink_cells_per_s
                 # a full window opens only when a cell arrives, which ticks anyway
                 if granter.window_open() and granter.active(now):
-                    at(granter.stamp + max(0.0, 1.0 - granter.tokens) / rate)
-        return best
+                    due.append(granter.stamp + max(0.0, 1.0 - granter.tokens) / rate)
+        return min(due) if due else None
 
     def _report_int(self, buf: bytearray, f: RoceFrame, port: NicPort) -> None:
         """Host-sink INT: a Telemetry Report v2.0 carrying the frame's headers and INT stack."""

@@ -17,7 +17,7 @@ from hosts import wire
 from hosts.arrivals import Arrivals, poisson_arrivals
 from hosts.cc import LineContext, RateController, controller_for
 from hosts.cc.hpcc import HopSample
-from hosts.cells import CellTemplate, message_bytes, message_crc, parse_roce
+from hosts.cells import CellTemplate, RoceFrame, message_bytes, message_crc, parse_roce
 from hosts.config import CREDIT_PROBE_S, HEALTH_INTERVAL_S, SenderConfig
 from hosts.intstack import parse_int_block
 from hosts.nic import NicPort, PacketSocketPort
@@ -205,6 +205,7 @@ class Sender:
         up = [p for p in self.ports if p.up]
         if not up:
             return self.cfg.health_interval_s
+        bucket, frame_len = self.bucket, self.frame_len
         for _ in range(64):
             seq = tr.next_to_send(cc.window_bytes())
             if seq is None:
@@ -225,8 +226,8 @@ class Sender:
                 # being idle would let the first cells out at the NIC's speed, faster than the
                 # rate a message's ideal time is counted at (a run then read 100.2%).
                 self._paced_idle = False
-                self.bucket.restart(now, self.frame_len)
-            wait = self.bucket.wait_time(now, self.frame_len)
+                bucket.restart(now, frame_len)
+            wait = bucket.wait_time(now, frame_len)
             if wait > 0:
                 return wait
             port = up[self._rr % len(up)]
@@ -237,12 +238,13 @@ class Sender:
                 return min(0.0002, self.cfg.idle_poll_s)
             tr.on_sent(seq, now, port.index)
             self._last_send = now
-            self.bucket.consume(now, self.frame_len)
-            cc.on_sent(now, self.frame_len)
+            bucket.consume(now, frame_len)
+            cc.on_sent(now, frame_len)
         return 0.0
 
-    def on_frame(self, buf: bytes | bytearray, n: int, now: float, port: NicPort) -> None:
-        f = parse_roce(buf, n)
+    def on_frame(self, buf: bytes | bytearray, n: int, now: float, port: NicPort,
+                 parsed: RoceFrame | None = None) -> None:
+        f = parsed if parsed is not None else parse_roce(buf, n)
         if f is None:
             return
         if f.qpn != self.cfg.qpn:

@@ -28,7 +28,7 @@ class OutMessage:
     completed: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class InFlight:
     sent_at: float
     port: int
@@ -98,7 +98,17 @@ class SenderTransport:
     def cell(self, seq: int) -> tuple[int, bytes | memoryview, int]:
         """(opcode, payload, pad count) of cell ``seq``."""
         msg = self._message_of(seq)
-        plan = plan_cell(len(msg.data), self.payload_len, seq - msg.first_seq, msg.cells)
+        index = seq - msg.first_seq
+        if 0 < index < msg.cells - 1:
+            # A middle cell (nearly every cell of a long message): what plan_cell and
+            # cell_payload give for it, without building its plan. Only the one before a
+            # last cell that carries nothing but the ImmDt can be short: that one still
+            # takes the general path.
+            offset = index * self.payload_len
+            end = offset + self.payload_len
+            if end <= len(msg.data):
+                return wire.OP_SEND_MIDDLE, memoryview(msg.data)[offset:end], 0
+        plan = plan_cell(len(msg.data), self.payload_len, index, msg.cells)
         return plan.opcode, cell_payload(msg.data, plan, self.payload_len), pad_count(plan)
 
     @property

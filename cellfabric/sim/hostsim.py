@@ -17,7 +17,7 @@ from typing import Any
 
 from cellfabric.sim.engine import NS, Engine, to_ns
 from hosts import wire
-from hosts.cells import parse_roce
+from hosts.cells import RoceFrame, parse_roce
 from hosts.nic import NicPort, PortState
 from hosts.program import HostProgram
 
@@ -114,14 +114,15 @@ class Program:
         self.node.begin()
         self._run()
 
-    def receive(self, frame: bytes, nic: int) -> None:
-        """A frame that arrived on the host's port ``nic`` (0-based)."""
+    def receive(self, frame: bytes, nic: int, parsed: RoceFrame | None = None) -> None:
+        """A frame that arrived on the host's port ``nic`` (0-based), with what
+        ``parse_roce`` made of it when the host parsed it already (to route it)."""
         if self.done:
             return
         port = self._by_host_port.get(nic)
         if port is None:
             return  # not a port of this program (a stray frame on another link)
-        self.node.on_frame(frame, len(frame), self.engine.clock(), port)
+        self.node.on_frame(frame, len(frame), self.engine.clock(), port, parsed)
         self._run()
 
     def _wake(self, t_ns: int) -> None:
@@ -190,7 +191,7 @@ class SimHost:
         if prog is None:
             self.unclaimed += 1
             return
-        prog.receive(frame, nic)
+        prog.receive(frame, nic, f)
 
 
 def telemetry_payload(frame: bytes) -> bytes | None:

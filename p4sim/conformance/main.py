@@ -2,10 +2,11 @@
 
     p4sim conformance DIR|FILE... [--target embedded|bmv2|mixed-p4c-on-p4sim|mixed-p4sim-on-bmv2]
                       [-k PATTERN] [--json OUT] [--expected FILE] [--write-expected FILE]
-                      [--timeout S]
+                      [--timeout S] [-j N]
 
 A test is a ``NAME.stf`` beside ``NAME.p4`` (a directory gives every such pair in it). Each test
-runs in a forked child, so a hang or a crash is that test's result and the next starts clean.
+runs in a forked child, so a hang or a crash is that test's result and the next starts clean;
+``-j N`` runs N such children at once.
 With ``--expected FILE`` (a list of known failures with reasons) the exit status is 1 only for a
 test that fails but is not listed; a listed test that now passes is reported. ``--write-expected``
 records the current failures as that list.
@@ -16,11 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import multiprocessing.connection as mp_connection
 import os
 import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from p4sim.conformance.runner import STATUSES, TARGETS, Result, run_test
@@ -57,32 +60,70 @@ def _child(p4: Path, stf: Path, target: str, conn) -> None:
     conn.close()
 
 
-def run_isolated(p4: Path, stf: Path, target: str, timeout: float) -> Result:
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(p4, stf, target, send), daemon=True)
-    start = time.monotonic()
-    proc.start()
-    send.close()
-    result = None
-    if recv.poll(timeout):
-        try:
-            result = recv.recv()
-        except EOFError:
-            result = None
-    proc.join(timeout=5 if result is not None else 0.1)
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(timeout=10)
+class _Running:
+    """One test's forked child, its result pipe and when it started."""
+
+    def __init__(self, index: int, p4: Path, stf: Path, target: str) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.index, self.p4 = index, p4
+        self.recv, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_child, args=(p4, stf, target, send), daemon=True)
+        self.start = time.monotonic()
+        self.proc.start()
+        send.close()
+
+    def finish(self, timeout: float) -> Result:
+        """The child's result (it has sent it, died, or run out of time): the child is gone
+        after this, killed if it has to be."""
+        result = None
+        if self.recv.poll(0):
+            try:
+                result = self.recv.recv()
+            except EOFError:
+                result = None
+        self.recv.close()
+        proc = self.proc
+        proc.join(timeout=5 if result is not None else 0.1)
         if proc.is_alive():
-            proc.kill()
-            proc.join()
-    if result is None:
-        status = "timeout" if time.monotonic() - start >= timeout else "error"
-        why = (f"no result within {timeout:.0f} s" if status == "timeout"
-               else f"runner process died (exit {proc.exitcode})")
-        result = Result(p4.stem, status, why, time.monotonic() - start)
-    return result
+            proc.terminate()
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        if result is None:
+            took = time.monotonic() - self.start
+            status = "timeout" if took >= timeout else "error"
+            why = (f"no result within {timeout:.0f} s" if status == "timeout"
+                   else f"runner process died (exit {proc.exitcode})")
+            result = Result(self.p4.stem, status, why, took)
+        return result
+
+
+def run_pool(tests: list[tuple[Path, Path]], target: str, timeout: float, jobs: int,
+             on_result: Callable[[int, Result], None] | None = None) -> list[Result]:
+    """Every test in its own forked child, at most ``jobs`` at once; results in test order.
+    Each child has its own switch (p4sim's or BMv2 with its own ports and TCP ports), so
+    children running side by side share nothing but the machine."""
+    results: dict[int, Result] = {}
+    waiting = list(enumerate(tests))
+    waiting.reverse()  # pop() from the end takes them in order
+    running: list[_Running] = []
+    while waiting or running:
+        while waiting and len(running) < max(1, jobs):
+            index, (p4, stf) = waiting.pop()
+            running.append(_Running(index, p4, stf, target))
+        now = time.monotonic()
+        first_deadline = min(r.start + timeout for r in running)
+        ready = mp_connection.wait([r.recv for r in running],
+                                   timeout=max(0.0, first_deadline - now))
+        now = time.monotonic()
+        for r in list(running):
+            if r.recv in ready or now - r.start >= timeout:
+                running.remove(r)
+                results[r.index] = r.finish(timeout)
+                if on_result is not None:
+                    on_result(r.index, results[r.index])
+    return [results[i] for i in range(len(tests))]
 
 
 def _preload(target: str) -> None:
@@ -142,7 +183,20 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--write-expected", default=None, metavar="FILE")
     ap.add_argument("--timeout", type=float, default=60.0, help="per test, seconds")
     ap.add_argument("-q", "--quiet", action="store_true", help="no per-test lines")
+    ap.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
+                    help="run N tests at once, each in its own child (default 1; results are "
+                         "listed in test order either way)")
     return ap
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--jobs {text!r}: a whole number of tests, 1 or more")
+    return n
 
 
 def _check_tools(target: str) -> str | None:
@@ -194,14 +248,14 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     _preload(ns.target)
-    results: list[Result] = []
     start = time.monotonic()
-    for i, (p4, stf) in enumerate(tests, 1):
-        res = run_isolated(p4, stf, ns.target, ns.timeout)
-        results.append(res)
+
+    def progress(index: int, res: Result) -> None:
         if not ns.quiet:
-            print(f"[{i}/{len(tests)}] {res.status:<13} {res.name} ({res.seconds:.1f}s)"
+            print(f"[{index + 1}/{len(tests)}] {res.status:<13} {res.name} ({res.seconds:.1f}s)"
                   f"{': ' + res.reason[:150] if res.reason else ''}", flush=True)
+
+    results = run_pool(tests, ns.target, ns.timeout, ns.jobs, progress)
     elapsed = time.monotonic() - start
     print(_table(results))
     print(f"target {ns.target}, {elapsed:.0f} s")

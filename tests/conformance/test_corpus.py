@@ -33,7 +33,9 @@ def _run(target: str, tmp_path: Path, dataplane: str | None = None) -> str:
         pytest.skip(f"conformance corpus not found at {CORPUS}: skipped")
     expected = HERE / f"expected-{target}.json"
     out_json = tmp_path / f"{target}.json"
-    argv = [sys.executable, "-m", "p4sim.cli", "conformance", str(CORPUS), "-q",
+    # Two tests at a time: a test mostly waits (a compiler or a switch starting), and make
+    # test runs one test file at a time on a 2-core machine.
+    argv = [sys.executable, "-m", "p4sim.cli", "conformance", str(CORPUS), "-q", "-j", "2",
             "--target", target, "--expected", str(expected), "--json", str(out_json)]
     env = dict(os.environ)
     if dataplane is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,58 @@ def test_cli_expected_file_flags_only_new_failures(tmp_path: Path, capsys) -> No
     (tmp_path / "forward.stf").write_text("packet 0 01 9999 00\nexpect 0 01\n")
     assert conformance_main([str(tmp_path), "-q", "--expected", str(expected)]) == 1
     assert "NEW FAILURE forward: fail: port 0: expected 1 frames, got 0" in capsys.readouterr().out
+
+
+def _meet_sibling(p4: Path, stf: Path, target: str, conn) -> None:
+    """A stand-in test child: marks that it runs, then passes only if the other test's child
+    runs at the same time (its mark appears within 10 s); ``hang`` never answers."""
+    from p4sim.conformance.runner import Result
+
+    if p4.stem == "hang":
+        time.sleep(60)
+    mine, other = (p4.parent / f"{p4.stem}.running"), p4.parent / (
+        "b.running" if p4.stem == "a" else "a.running")
+    mine.write_text("1")
+    deadline = time.monotonic() + 10
+    while not other.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    conn.send(Result(p4.stem, "pass" if other.exists() else "fail", "alone"))
+    conn.close()
+
+
+@pytest.mark.parametrize(("jobs", "statuses"), [(2, ["pass", "pass"]), (1, ["fail", "pass"])])
+def test_jobs_run_tests_side_by_side(tmp_path: Path, monkeypatch, jobs: int,
+                                     statuses: list[str]) -> None:
+    """-j 2: both children run at once (each sees the other's mark); -j 1: one at a time (the
+    first waits for a sibling that never comes). Results are listed in test order."""
+    from p4sim.conformance import main as conformance
+
+    monkeypatch.setattr(conformance, "_child", _meet_sibling)
+    tests = []
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.p4").write_text("")
+        (tmp_path / f"{name}.stf").write_text("")
+        tests.append((tmp_path / f"{name}.p4", tmp_path / f"{name}.stf"))
+    results = conformance.run_pool(tests, "embedded", 30.0, jobs)
+    assert [r.name for r in results] == ["a", "b"]
+    assert [r.status for r in results] == statuses
+
+
+def test_a_hung_child_times_out_while_the_others_finish(tmp_path: Path, monkeypatch) -> None:
+    from p4sim.conformance import main as conformance
+
+    monkeypatch.setattr(conformance, "_child", _meet_sibling)
+    tests = []
+    for name in ("hang", "a", "b"):
+        (tmp_path / f"{name}.p4").write_text("")
+        tests.append((tmp_path / f"{name}.p4", tmp_path / f"{name}.stf"))
+    results = conformance.run_pool(tests, "embedded", 2.0, 3)
+    assert [(r.name, r.status) for r in results] == [("hang", "timeout"), ("a", "pass"),
+                                                     ("b", "pass")]
+    assert results[0].reason == "no result within 2 s"
+
+
+def test_jobs_must_be_a_positive_count(capsys) -> None:
+    with pytest.raises(SystemExit):
+        conformance_main([str(STF_DIR), "-j", "0"])
+    assert "--jobs '0': a whole number of tests, 1 or more" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hosts import wire
-from hosts.cells import message_bytes, message_crc
+from hosts.cells import cell_payload, message_bytes, message_crc, pad_count, plan_cell
 from hosts.layers import parse_int_block
 from hosts.reorder import MessageAssembler, ReorderBuffer
 from hosts.sack import decode_ack, encode_ack
@@ -132,3 +132,20 @@ def test_garbage_acks_never_break_the_sender(body: bytes, psn: int) -> None:
         if ack.int_block is not None:
             parse_int_block(ack.int_block)
     assert tr.snd_una <= tr.snd_nxt <= tr.next_seq
+
+
+@pytest.mark.parametrize("size", [0, 1, 1019, 1020, 1021, 1023, 1024, 2040, 2044, 2045, 2048,
+                                  5000, 10 * 1020 - 4, 10 * 1020 - 2, 10 * 1020])
+def test_cell_gives_what_the_cell_plan_gives_for_every_cell(size: int) -> None:
+    """SenderTransport.cell skips the plan for a full middle cell: every cell of a message,
+    at sizes around the cell boundaries (the short second-to-last cell among them), is what
+    plan_cell, cell_payload and pad_count make of it."""
+    payload_len = 1020
+    tr = SenderTransport(payload_len=payload_len, start_seq=7)
+    data = bytes(i % 251 for i in range(size))
+    msg = tr.add_message(data, 0.0)
+    for index in range(msg.cells):
+        plan = plan_cell(size, payload_len, index, msg.cells)
+        opcode, payload, pad = tr.cell(msg.first_seq + index)
+        assert (opcode, bytes(payload), pad) == (
+            plan.opcode, bytes(cell_payload(data, plan, payload_len)), pad_count(plan))

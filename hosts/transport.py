@@ -179,13 +179,14 @@ class SenderTransport:
         self.snd_una = max(self.snd_una, cum + 1)
         base = wire.psn_unwrap(ack.base_psn, self.snd_una)
         top = None
-        for off in ack.sacked_offsets():
+        sacked, snd_una, snd_nxt = self.sacked, self.snd_una, self.snd_nxt
+        for off in ack.sacked_offsets():  # ascending: the last one kept is the top
             seq = base + off
-            if seq < self.snd_una or seq >= self.snd_nxt:
+            if seq < snd_una or seq >= snd_nxt:
                 continue
-            top = seq if top is None else max(top, seq)
-            if seq not in self.sacked:
-                self.sacked.add(seq)
+            top = seq
+            if seq not in sacked:
+                sacked.add(seq)
                 fl = self.inflight.pop(seq, None)
                 if fl is not None:
                     self.acked_ports.add(fl.port)

@@ -16,7 +16,8 @@ import hashlib
 import linecache
 import random
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from p4sim.switch.program import HeaderInstance, HeaderType, Program, ProgramError
 
@@ -55,6 +56,9 @@ def wrap_src(width: int, signed: bool, src: str) -> str:
         return f"((({src}) + {half}) & {(1 << width) - 1}) - {half}"
     return f"({src}) & {(1 << width) - 1}"
 
+
+T = TypeVar("T")
+_MISSING = object()
 
 _BINARY = {
     "+": "+", "-": "-", "*": "*", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^",
@@ -105,6 +109,26 @@ class Gen:
         namespace.setdefault("_sat", sat_cast)
         namespace.setdefault("_usat", usat_cast)
         self._consts = 0
+
+    def shared_source(self, key: Any, generate: Callable[[], T]) -> T:
+        """``generate()``'s source, generated once per program when it is shareable.
+
+        Every switch loading a program builds it in the same order, so a generated text is a
+        function of the program and of what it was generated from (``key``, of objects of the
+        program's document), except where it names a per-switch object registered with
+        ``const`` (a register's values, a parser value set, a branch holder). A text that
+        registered none names only the program's layout and the namespace's fixed names (F,
+        P, D, HB, HV, _tcm, ...): it is kept on the program for the next switch to reuse (the
+        code runs in each switch's own namespace)."""
+        memo = self.p.generated
+        found = memo.get(key, _MISSING)
+        if found is not _MISSING:
+            return cast(T, found)
+        before = self._consts
+        text = generate()
+        if self._consts == before:
+            memo[key] = text
+        return text
 
     def const(self, obj: Any, hint: str = "k") -> str:
         """Register ``obj`` in the namespace and return the name code uses for it."""

@@ -6,12 +6,21 @@ unparsed payload.
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any
 
 from p4sim.switch.codegen import Gen
 from p4sim.switch.layout import chunks, pack_args, struct_format
 from p4sim.switch.program import HeaderInstance, ProgramError
+
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=1024)
+def _struct(fmt: str) -> struct.Struct:
+    """One Struct per format: a Struct holds no state, so switches may share it."""
+    return struct.Struct(fmt)
 
 
 def pack_varbit(F: list[int], inst: HeaderInstance) -> bytes:
@@ -27,10 +36,16 @@ def pack_varbit(F: list[int], inst: HeaderInstance) -> bytes:
 
 def header_pack_src(gen: Gen, inst: HeaderInstance) -> str:
     """Source of the packed bytes of a fixed-size header instance."""
-    chs = chunks([(f.slot, f.width, f.signed) for f in inst.fields])
-    if chs:
-        pack = gen.const(struct.Struct(struct_format(chs)).pack, "pk")
-        return f"{pack}({', '.join(pack_args(chs, str))})"
+    # the layout (struct format and its arguments' source) is the program's, worked out once
+    # for every switch loading it; only the name of the pack function is each switch's own
+    layout = gen.p.generated.get(("pack", inst.name), _MISSING)
+    if layout is _MISSING:
+        chs = chunks([(f.slot, f.width, f.signed) for f in inst.fields])
+        layout = gen.p.generated[("pack", inst.name)] = (
+            (struct_format(chs), ", ".join(pack_args(chs, str))) if chs else None)
+    if layout is not None:
+        fmt, args = layout
+        return f"{gen.const(_struct(fmt).pack, 'pk')}({args})"
     nbits = inst.htype.fixed_bits
     nbytes = (nbits + 7) // 8
     shift = nbytes * 8

@@ -35,16 +35,20 @@ class ActionCompiler:
         self.mcast_grp = self.p.std_slot("mcast_grp")
 
     def compile_action(self, action: dict) -> Any:
-        name = action.get("name", "?")
-        where = f"action '{name}'"
+        where = f"action '{action.get('name', '?')}'"
+        # the body is the same for every switch loading the program (unless it names one's
+        # registers or counters): translated once, not once for each of a fabric's switches
+        body = self.gen.shared_source(("action", id(action)),
+                                      lambda: self._action_body(action, where))
+        return self.gen.make_function("_action", body, where)
+
+    def _action_body(self, action: dict, where: str) -> list[str]:
         prims = action.get("primitives") or []
         blocks = [self.primitive(prim, f"{where} primitive[{i}] {prim.get('op')!r}")
                   for i, prim in enumerate(prims)]
         if any(prim.get("op") in ("_jump", "_jump_if_zero") for prim in prims):
-            body = self._with_jumps(prims, blocks, where)
-        else:
-            body = [line for block in blocks for line in block]
-        return self.gen.make_function("_action", body, where)
+            return self._with_jumps(prims, blocks, where)
+        return [line for block in blocks for line in block]
 
     def _with_jumps(self, prims: list, blocks: list[list[str]], where: str) -> list[str]:
         # A small program-counter loop: each primitive is one arm, jumps assign ``_pc``.

@@ -113,6 +113,10 @@ class Program:
         if not isinstance(doc, dict):
             raise ProgramError("top level: expected a JSON object")
         self.doc = doc
+        # Generated Python source that names nothing of one switch's state, by what it was
+        # generated from (p4sim.switch.codegen.Gen.shared_source): every switch loading this
+        # program generates it once, not once each.
+        self.generated: dict[Any, Any] = {}
         meta = doc.get("__meta__")
         if meta is not None:
             version = meta.get("version") if isinstance(meta, dict) else None
@@ -290,17 +294,18 @@ class Program:
         return phv
 
 
-# Parsed documents by their text: the switches of a simulated fabric load one program, and
-# each parsing it kept its own ~1 MiB of JSON objects (350 MiB at k=16). Program and what
-# is built from it only read the document.
-_DOCS: dict[bytes | str, Any] = {}
+# Programs by their text: the switches of a simulated fabric load one program, and each
+# parsing it kept its own ~1 MiB of JSON objects (350 MiB at k=16); building the Program (its
+# PHV layout) again for each took 2 ms a switch. A Program is read-only once built, but for
+# ``generated``, which only ever adds what any switch would generate the same.
+_PROGRAMS: dict[bytes | str, Program] = {}
 
 
 def load_program(data: bytes | str) -> Program:
     """Parse BMv2 JSON text; raises ProgramError with a one-line reason."""
     key = data if isinstance(data, bytes | str) else bytes(data)
-    doc = _DOCS.get(key)
-    if doc is None:
+    program = _PROGRAMS.get(key)
+    if program is None:
         try:
             doc = json.loads(key)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -308,7 +313,8 @@ def load_program(data: bytes | str) -> Program:
                 raise ProgramError(f"invalid JSON at line {e.lineno} column {e.colno}: "
                                    f"{e.msg}") from None
             raise ProgramError(f"invalid JSON: {e}") from None
-        if len(_DOCS) >= 4:
-            _DOCS.clear()
-        _DOCS[key] = doc
-    return Program(doc)
+        program = Program(doc)  # a ProgramError leaves nothing cached
+        if len(_PROGRAMS) >= 4:
+            _PROGRAMS.clear()
+        _PROGRAMS[key] = program
+    return program

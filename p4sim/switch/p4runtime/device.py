@@ -164,8 +164,7 @@ class Device:
         fabric's switches all keep one)."""
         self.check_writer(device_id, False, 0)
         _unwrap_legacy_config(config)
-        info = PipelineInfo(config.p4info)
-        check_matches_json(info, config.p4_device_config)
+        info = _committed_info(config)
         if device_id != self.device_id:
             raise P4RTError(UNKNOWN, "Error when trying to assign device")
         with self.lock:
@@ -436,6 +435,27 @@ class Device:
 
 
 _APPLIED = (0, "")  # an update's result when it was applied
+
+
+# The PipelineInfo of a config given to commit_pipeline, by the config's identity (the config
+# is kept so that its id is not reused): a simulated fabric's switches all commit one config
+# its caller never changes, and reading its P4Info again for each took 2 ms a switch. A
+# PipelineInfo is read-only once bound to its JSON (binding it again changes nothing).
+_COMMITTED: dict[int, tuple[p4rt.ForwardingPipelineConfig, PipelineInfo]] = {}
+
+
+def _committed_info(config: p4rt.ForwardingPipelineConfig) -> PipelineInfo:
+    """PipelineInfo(config.p4info), checked against the config's JSON, shared by the devices
+    committing this very config."""
+    found = _COMMITTED.get(id(config))
+    if found is not None and found[0] is config:
+        return found[1]
+    info = PipelineInfo(config.p4info)
+    check_matches_json(info, config.p4_device_config)  # not kept when it does not match
+    if len(_COMMITTED) >= 8:
+        _COMMITTED.clear()
+    _COMMITTED[id(config)] = (config, info)
+    return info
 
 
 def _unwrap_legacy_config(config: p4rt.ForwardingPipelineConfig) -> None:

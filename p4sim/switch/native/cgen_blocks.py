@@ -376,11 +376,12 @@ int nat_maxd(void) { return MAXD; }
 void nat_init(ctx_t *C, i64 (*randint)(i64, i64)) { memset(C, 0, sizeof *C); C->rt.randint = randint; }
 void nat_set_table(ctx_t *C, int t, i32 n, i64 *m, i32 *act, i64 *data, i32 *goff, i32 *gcnt,
                    i32 *gact, i64 *gdata, i64 *pk, i64 *by, i32 def_act, i64 *def_data,
-                   i32 *hidx, i32 hsize, i32 nk) {
+                   i32 *hidx, i32 hsize, i64 *runs, i32 nk) {
     tbl_t *T = &C->tbl[t];
     T->n = n; T->m = m; T->act = act; T->data = data; T->goff = goff; T->gcnt = gcnt;
     T->gact = gact; T->gdata = gdata; T->pk = pk; T->by = by; T->def_act = def_act;
-    T->def_data = def_data; T->hidx = hidx; T->hsize = nk <= 64 ? hsize : 0;
+    T->def_data = def_data; T->hidx = hidx; T->runs = runs; T->nruns = 0;
+    T->hsize = nk <= 64 ? hsize : 0;
     if (T->hsize) tbl_index(T, nk);
 }
 void nat_set_register(ctx_t *C, int r, i64 *v) { C->reg[r] = v; }

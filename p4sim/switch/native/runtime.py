@@ -34,6 +34,7 @@ def abort_exception(code: int) -> Exception:
 
 
 _programs: dict[str, NativeProgram | Unsupported] = {}
+INDEX_MIN = 8  # tables of more entries than this are indexed (when it pays: tbl_index)
 
 
 def native_program(json_bytes: bytes, cp: CompiledProgram) -> NativeProgram:
@@ -179,15 +180,17 @@ class NativeState:
         adef = t.default_action
         for j, v in enumerate(t.default_data if adef is not None else ()):
             def_data[j] = v
-        # Exact tables past a few entries get a hash index (their keys are distinct).
-        hsize = 0
-        if t.mode == "exact" and n > 4:
-            hsize = 1 << (2 * n).bit_length()
+        # Tables past a few cache lines of entries get a hash index by runs of entries with
+        # the same masks (prelude.h tbl_index; it keeps the scan when the runs are too many
+        # to pay). Below, the scan reads fewer cold lines than a probe.
+        hsize = 1 << (2 * n).bit_length() if n > INDEX_MIN else 0
         hidx = ffi.new("i32[]", max(1, hsize))
-        self._keep[tid] = (m, act, data, goff, gcnt, pk, by, gact, gdata, def_data, hidx)
+        runs = ffi.new("i64[]", (2 + nk) * n + 1)
+        self._keep[tid] = (m, act, data, goff, gcnt, pk, by, gact, gdata, def_data, hidx, runs)
         self.synced[tid] = entries
         self.lib.nat_set_table(self.C, tid, n, m, act, data, goff, gcnt, gact, gdata, pk, by,
-                               adef.id if adef is not None else -1, def_data, hidx, hsize, nk)
+                               adef.id if adef is not None else -1, def_data, hidx, hsize, runs,
+                               nk)
 
     @staticmethod
     def _resolve(t: MatchTable, e: Any) -> Any:

@@ -17,7 +17,10 @@ class Blocks(ActionBlocks):
                  "{ int64_t o = (int64_t)P->pos * 8;"]
         off = 0
         for i, (slot, width, signed) in enumerate(fields):
-            val = f"(i64)get_bits(P->data, o + {off}, {width})"
+            if off % 8 == 0 and width % 8 == 0:
+                val = f"(i64)get_be(P->data + P->pos + {off // 8}, {width // 8})"
+            else:
+                val = f"(i64)get_bits(P->data, o + {off}, {width})"
             if signed:
                 half = 1 << (width - 1)
                 val = f"((({val}) ^ {half}LL) - {half}LL)"
@@ -177,8 +180,11 @@ class Blocks(ActionBlocks):
             self.emit(f"  if (F[{inst.valid_slot}]) {{ memset(out + n, 0, {nbytes});")
             off = 0
             for f in inst.fields:
-                self.emit(f"    put_bits(out + n, {off}, (uint64_t)F[{f.slot}] & {f.mask}ULL, "
-                          f"{f.width});")
+                v = f"(uint64_t)F[{f.slot}] & {f.mask}ULL"
+                if off % 8 == 0 and f.width % 8 == 0:
+                    self.emit(f"    put_be(out + n + {off // 8}, {v}, {f.width // 8});")
+                else:
+                    self.emit(f"    put_bits(out + n, {off}, {v}, {f.width});")
                 off += f.width
             self.emit(f"    n += {nbytes}; }}")
         self.emit("  memcpy(out + n, P->data + P->pos, (size_t)(P->len - P->pos));")

@@ -108,8 +108,6 @@ typedef struct {
     int norder, rr;
     i64 backlog, enqueues;
     i64 parser_errors, pipeline_drops, aborts, last_abort;
-    uint8_t *obuf;
-    i64 obuf_cap;
     uint8_t *arena;
     i64 arena_cap, arena_len;
     i32 *oport, *olen;
@@ -158,7 +156,6 @@ void hop_free(hop_t *T) {
                 P = nx;
             }
     free_pkt(T, T->held);
-    free(T->obuf);
     free(T->arena);
     free(T->oport);
     free(T->olen);
@@ -373,12 +370,19 @@ static void emit(hop_t *T, int port, const uint8_t *frame, i64 n) {
     if (port >= 0 && port < MAXP) T->ports[port].tx++;
 }
 
-static void room(hop_t *T, i64 len) {
+/* The deparser's output, copied out (emit) before the next program call: one buffer for
+ * every hop of the thread, which stays in the cache where each switch's own would be written
+ * cold. Kept for the thread's life. */
+static __thread uint8_t *the_obuf;
+static __thread i64 the_obuf_cap;
+
+static uint8_t *room(hop_t *T, i64 len) {
     i64 need = T->hdr_bytes + len + 16;
-    if (need > T->obuf_cap) {
-        T->obuf_cap = need < 16384 ? 16384 : need;
-        T->obuf = xrealloc(T->obuf, (size_t)T->obuf_cap);
+    if (need > the_obuf_cap) {
+        the_obuf_cap = need < 16384 ? 16384 : need;
+        the_obuf = xrealloc(the_obuf, (size_t)the_obuf_cap);
     }
+    return the_obuf;
 }
 
 /* -- the traffic manager ------------------------------------------------------------------- */
@@ -438,6 +442,7 @@ static pkt *dequeue(hop_t *T, i64 now, int *port_out, int *prio_out, i64 *left) 
             if (!q->n) continue;
             if (link_busy(pp, now)) break; /* still sending: nothing of it leaves yet */
             pkt *P = pop(q);
+            if (q->head) __builtin_prefetch(q->head); /* the port's next, a while from now */
             if (pp->has_link) {
                 pp->queued_bytes -= P->len;
                 link_send(pp, P->len);
@@ -477,12 +482,12 @@ static i64 enqueue(hop_t *T, port_t *pp, queue *q, pkt *P, i64 now) {
 /* NativeFlow's egress: 0 done, 1 egress asked for a clone (the packet is held) */
 static int egress(hop_t *T, i64 *F, const uint8_t *data, i32 len, i32 pos, int port, int prio,
                   i64 left, i64 now, i64 *out) {
-    room(T, len);
-    i64 n = T->egr(T->C, F, data, len, pos, port, (now - T->t0) / 1000, left, prio, T->obuf, out);
+    uint8_t *ob = room(T, len);
+    i64 n = T->egr(T->C, F, data, len, pos, port, (now - T->t0) / 1000, left, prio, ob, out);
     port_t *pp = &T->ports[port];
     if (n >= 0) {
         settle(pp, len, n);
-        emit(T, port, T->obuf, n);
+        emit(T, port, ob, n);
     } else if (n == -3) {
         T->pipeline_drops++;
         settle(pp, len, 0);
@@ -534,15 +539,15 @@ int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F
     res[1] = res[5] = -1;
     res[6] = T->gen;
     T->ports[port].rx++;
-    room(T, len);
+    uint8_t *ob = room(T, len);
     i64 us = (now - T->t0) / 1000;
     pkt *P = alloc_pkt(T, len); /* freed at the end unless queued or held */
     i64 *F = P->F;
-    int rc = T->run(T->C, F, data, len, port, us, -1, NULL, T->obuf, out);
+    int rc = T->run(T->C, F, data, len, port, us, -1, NULL, ob, out);
     if (out[2]) T->parser_errors++;
     int enq = -1;
     if (rc == 3) {
-        emit(T, (int)out[6], T->obuf, out[7]);
+        emit(T, (int)out[6], ob, out[7]);
     } else if (rc == 2 || rc == 4) {
         T->pipeline_drops++;
     } else if (rc == 0) {

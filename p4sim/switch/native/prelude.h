@@ -10,22 +10,25 @@ typedef __int128 i128;
 typedef int64_t i64;
 typedef int32_t i32;
 
-typedef struct {
+/* A packet meets a dozen tables of a switch whose state has mostly left the cache since its
+ * last packet: what a search and a hit or miss read comes first, in one cache line (the
+ * context is allocated 64-byte aligned: runtime.NativeState). */
+typedef struct __attribute__((aligned(64))) {
     i32 n;          /* entries, in the order the Python table is searched */
+    i32 hsize;      /* the index's size, a power of two; 0: search the entries in order */
+    i32 nruns;
+    i32 def_act;    /* -1: no default action */
     i64 *m;         /* n * nkeys * 3: is_range, a, b (k & a == b, or a <= k <= b) */
     i32 *act;       /* action id, or -1: the entry is a group (goff, gcnt) */
     i64 *data;      /* n * maxdata */
+    i64 *def_data;
+    i32 *hidx;      /* open-addressing index of the entries by (run, key values), -1 empty */
+    i64 *runs;      /* runs of entries, 2 + nk each: start, scanned (1) or hashed (0), the
+                     * masks; then n (tbl_index) */
     i32 *goff, *gcnt;
     i32 *gact;      /* live group members' action ids */
     i64 *gdata;     /* and their data, maxdata each */
     i64 *pk, *by;   /* direct counter increments since the last flush */
-    i32 def_act;    /* -1: no default action */
-    i64 *def_data;
-    i32 *hidx;      /* open-addressing index of the entries by (run, key values), -1 empty */
-    i32 hsize;      /* its size, a power of two; 0: search the entries in order */
-    i64 *runs;      /* runs of entries, 2 + nk each: start, scanned (1) or hashed (0), the
-                     * masks; then n (tbl_index) */
-    i32 nruns;
 } tbl_t;
 
 typedef struct {
@@ -119,6 +122,20 @@ static inline void put_bits(uint8_t *b, int64_t bitoff, uint64_t v, int w) {
         int sh = 8 - bit - take;
         b[p >> 3] = (uint8_t)((b[p >> 3] & ~(((1u << take) - 1) << sh)) | (chunk << sh));
         i += take;
+    }
+}
+
+/* The same for a field of whole bytes at a byte boundary (most of them): the generator uses
+ * these then, whose loops of constant count the compiler unrolls. */
+static inline uint64_t get_be(const uint8_t *b, int nbytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < nbytes; i++) v = (v << 8) | b[i];
+    return v;
+}
+static inline void put_be(uint8_t *b, uint64_t v, int nbytes) {
+    for (int i = nbytes - 1; i >= 0; i--) {
+        b[i] = (uint8_t)v;
+        v >>= 8;
     }
 }
 

@@ -74,8 +74,10 @@ class NativeState:
     def __init__(self, prog: NativeProgram, cp: CompiledProgram, rng: Any) -> None:
         ffi = build.ffi()
         self.ffi, self.lib, self.prog = ffi, prog.lib, prog
-        self._ctx = ffi.new("char[]", self.lib.nat_ctx_size())
-        self.C = ffi.cast("void *", self._ctx)
+        # 64-byte aligned (prelude.h tbl_t: a table's search fields in one cache line)
+        self._ctx = ffi.new("char[]", self.lib.nat_ctx_size() + 64)
+        addr = int(ffi.cast("uintptr_t", self._ctx))
+        self.C = ffi.cast("void *", (addr + 63) & ~63)
         self._randint = ffi.callback("i64(i64, i64)", rng.randint)
         self.lib.nat_init(self.C, self._randint)
         self._keep: dict[int, tuple] = {}

@@ -3,7 +3,8 @@
 ABI mode (``ffi.dlopen`` of a shared object gcc built): the generated library is plain C with
 a handful of entry points, so it needs neither Python's headers nor cffi's own build step, and
 a cached library loads in a millisecond. The cache key is a digest of the program's JSON, the
-generator's version and the prelude, so the same program never compiles twice.
+generator's version, the compiler flags and the prelude, so the same program never compiles
+twice.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ int nat_hdr_bytes(void);
 void nat_init(void *C, i64 (*randint)(i64, i64));
 void nat_set_table(void *C, int t, i32 n, i64 *m, i32 *act, i64 *data, i32 *goff, i32 *gcnt,
                    i32 *gact, i64 *gdata, i64 *pk, i64 *by, i32 def_act, i64 *def_data,
-                   i32 *hidx, i32 hsize, i32 nk);
+                   i32 *hidx, i32 hsize, i64 *runs, i32 nk);
 void nat_set_register(void *C, int r, i64 *v);
 void nat_set_counter(void *C, int c, uint64_t *pk, uint64_t *by);
 int nat_take_counted(void *C);
@@ -38,6 +39,11 @@ int nat_run(void *C, i64 *F, const uint8_t *data, i32 len, i32 port, i64 igts, i
 int nat_egress(void *C, i64 *F, const uint8_t *data, i32 len, i32 pos, i32 port, i64 ts,
                i64 left, i64 prio, uint8_t *outbuf, i64 *out);
 """
+
+# Portable code only (the cache may be shared between machines: no -march=native). Without
+# semantic interposition the library's exported functions may be inlined into their callers
+# inside it (the fabric's hop_step calls hop_arrive and hop_service). Part of every cache key.
+CFLAGS = ("-O2", "-fno-semantic-interposition")
 
 _ffi: Any = None
 _loaded: dict[str, Any] = {}
@@ -79,7 +85,8 @@ def cache_dir() -> Path:
 
 def cache_key(json_bytes: bytes) -> str:
     h = hashlib.sha256()
-    for part in (GENERATOR_VERSION.encode(), PRELUDE.encode(), json_bytes):
+    for part in (GENERATOR_VERSION.encode(), " ".join(CFLAGS).encode(), PRELUDE.encode(),
+                 json_bytes):
         h.update(hashlib.sha256(part).digest())
     return h.hexdigest()[:32]
 
@@ -103,7 +110,7 @@ def build(key: str, source: str) -> Any:
             src = Path(tmp) / "prog.c"
             src.write_text(source)
             out = Path(tmp) / "prog.so"
-            proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-w", "-o", str(out),
+            proc = subprocess.run([cc, *CFLAGS, "-shared", "-fPIC", "-w", "-o", str(out),
                                    str(src)], capture_output=True, text=True)
             if proc.returncode != 0:
                 first = (proc.stderr.strip().splitlines() or ["?"])[0]

@@ -17,7 +17,10 @@ class Blocks(ActionBlocks):
                  "{ int64_t o = (int64_t)P->pos * 8;"]
         off = 0
         for i, (slot, width, signed) in enumerate(fields):
-            val = f"(i64)get_bits(P->data, o + {off}, {width})"
+            if off % 8 == 0 and width % 8 == 0:
+                val = f"(i64)get_be(P->data + P->pos + {off // 8}, {width // 8})"
+            else:
+                val = f"(i64)get_bits(P->data, o + {off}, {width})"
             if signed:
                 half = 1 << (width - 1)
                 val = f"((({val}) ^ {half}LL) - {half}LL)"
@@ -177,8 +180,11 @@ class Blocks(ActionBlocks):
             self.emit(f"  if (F[{inst.valid_slot}]) {{ memset(out + n, 0, {nbytes});")
             off = 0
             for f in inst.fields:
-                self.emit(f"    put_bits(out + n, {off}, (uint64_t)F[{f.slot}] & {f.mask}ULL, "
-                          f"{f.width});")
+                v = f"(uint64_t)F[{f.slot}] & {f.mask}ULL"
+                if off % 8 == 0 and f.width % 8 == 0:
+                    self.emit(f"    put_be(out + n + {off // 8}, {v}, {f.width // 8});")
+                else:
+                    self.emit(f"    put_bits(out + n, {off}, {v}, {f.width});")
                 off += f.width
             self.emit(f"    n += {nbytes}; }}")
         self.emit("  memcpy(out + n, P->data + P->pos, (size_t)(P->len - P->pos));")
@@ -376,11 +382,12 @@ int nat_maxd(void) { return MAXD; }
 void nat_init(ctx_t *C, i64 (*randint)(i64, i64)) { memset(C, 0, sizeof *C); C->rt.randint = randint; }
 void nat_set_table(ctx_t *C, int t, i32 n, i64 *m, i32 *act, i64 *data, i32 *goff, i32 *gcnt,
                    i32 *gact, i64 *gdata, i64 *pk, i64 *by, i32 def_act, i64 *def_data,
-                   i32 *hidx, i32 hsize, i32 nk) {
+                   i32 *hidx, i32 hsize, i64 *runs, i32 nk) {
     tbl_t *T = &C->tbl[t];
     T->n = n; T->m = m; T->act = act; T->data = data; T->goff = goff; T->gcnt = gcnt;
     T->gact = gact; T->gdata = gdata; T->pk = pk; T->by = by; T->def_act = def_act;
-    T->def_data = def_data; T->hidx = hidx; T->hsize = nk <= 64 ? hsize : 0;
+    T->def_data = def_data; T->hidx = hidx; T->runs = runs; T->nruns = 0;
+    T->hsize = nk <= 64 ? hsize : 0;
     if (T->hsize) tbl_index(T, nk);
 }
 void nat_set_register(ctx_t *C, int r, i64 *v) { C->reg[r] = v; }

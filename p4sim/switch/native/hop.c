@@ -16,6 +16,58 @@ typedef __int128 i128; /* t_ns * bps outgrows 64 bits after ~90 ms at 100 Gb/s *
 #define MAXPRIO 8
 #define NSEC 1000000000LL
 
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n);
+    if (!q) abort();
+    return q;
+}
+
+/* Free lists of blocks by power-of-two size class. A packet (PHV and frame) and a frame on a
+ * wire are each allocated and freed once per hop; glibc serves blocks of these sizes (past its
+ * per-thread cache, ~1 KiB) from its bins, at several times the cost. One pool for every hop
+ * and fabric of a thread (cffi calls run without the GIL): a block freed by one switch is
+ * taken, last in first out, by the next switch that needs one, while still in the cache. Any
+ * block may go back to any thread's pool; each class keeps at most POOL_KEEP bytes. */
+#define POOL_MIN 6  /* 64 B */
+#define POOL_MAX 16 /* 64 KiB: larger blocks go to malloc and free */
+#define POOL_KEEP (16 << 20)
+
+typedef struct {
+    void *head[POOL_MAX + 1];
+    i64 count[POOL_MAX + 1];
+} pool_t;
+
+static __thread pool_t the_pool;
+
+static inline int pool_class(size_t n) {
+    return n <= ((size_t)1 << POOL_MIN) ? POOL_MIN : 64 - __builtin_clzll((unsigned long long)n - 1);
+}
+
+static void *pool_get(size_t n) {
+    pool_t *pl = &the_pool;
+    int c = pool_class(n);
+    if (c > POOL_MAX) return xrealloc(NULL, n);
+    void *b = pl->head[c];
+    if (!b) return xrealloc(NULL, (size_t)1 << c);
+    pl->head[c] = *(void **)b;
+    pl->count[c]--;
+    return b;
+}
+
+/* b: a block pool_get gave for n bytes (or NULL) */
+static void pool_put(void *b, size_t n) {
+    pool_t *pl = &the_pool;
+    if (!b) return;
+    int c = pool_class(n);
+    if (c > POOL_MAX || (pl->count[c] << c) >= POOL_KEEP) {
+        free(b);
+        return;
+    }
+    *(void **)b = pl->head[c];
+    pl->head[c] = b;
+    pl->count[c]++;
+}
+
 typedef int (*run_fn)(void *, i64 *, const uint8_t *, i32, i32, i64, i64, const uint8_t *,
                       uint8_t *, i64 *);
 typedef int (*egr_fn)(void *, i64 *, const uint8_t *, i32, i32, i32, i64, i64, i64, uint8_t *,
@@ -56,8 +108,6 @@ typedef struct {
     int norder, rr;
     i64 backlog, enqueues;
     i64 parser_errors, pipeline_drops, aborts, last_abort;
-    uint8_t *obuf;
-    i64 obuf_cap;
     uint8_t *arena;
     i64 arena_cap, arena_len;
     i32 *oport, *olen;
@@ -67,12 +117,6 @@ typedef struct {
     pkt *held; /* a packet egress asked to clone: the Python path takes it (and the switch) */
     i32 held_port;
 } hop_t;
-
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n);
-    if (!q) abort();
-    return q;
-}
 
 hop_t *hop_new(void *C, void *run, void *egr, int nslots, int hdr_bytes, int prios, int s_es,
                int s_prio, int s_enq_ts, int s_enq_qd, i64 m_enq_ts, i64 t0) {
@@ -94,8 +138,12 @@ hop_t *hop_new(void *C, void *run, void *egr, int nslots, int hdr_bytes, int pri
     return T;
 }
 
-static void free_pkt(pkt *P) {
-    free(P);
+static size_t pkt_size(const hop_t *T, i32 len) {
+    return sizeof(pkt) + sizeof(i64) * (size_t)T->nslots + (size_t)len;
+}
+
+static void free_pkt(hop_t *T, pkt *P) {
+    if (P) pool_put(P, pkt_size(T, P->len));
 }
 
 void hop_free(hop_t *T) {
@@ -104,11 +152,10 @@ void hop_free(hop_t *T) {
         for (int q = 0; q < MAXPRIO; q++)
             for (pkt *P = T->ports[p].q[q].head; P;) {
                 pkt *nx = P->next;
-                free_pkt(P);
+                free_pkt(T, P);
                 P = nx;
             }
-    free_pkt(T->held);
-    free(T->obuf);
+    free_pkt(T, T->held);
     free(T->arena);
     free(T->oport);
     free(T->olen);
@@ -203,19 +250,27 @@ void hop_add_queue(hop_t *T, int port, int prio, i64 depth) {
     make_queue(T, port, prio, depth);
 }
 
-static pkt *new_pkt(hop_t *T, const i64 *F, const uint8_t *data, i32 len, i32 pos, i32 inport) {
-    size_t phv = sizeof(i64) * (size_t)T->nslots;
-    pkt *P = malloc(sizeof(pkt) + phv + (size_t)len);
-    if (!P) abort();
+/* A packet's block, for a frame of len bytes: its PHV (P->F) is not yet set. */
+static pkt *alloc_pkt(hop_t *T, i32 len) {
+    pkt *P = pool_get(pkt_size(T, len));
     P->next = NULL;
     P->len = len;
+    P->F = (i64 *)(P + 1);
+    P->data = (uint8_t *)P->F + sizeof(i64) * (size_t)T->nslots;
+    return P;
+}
+
+static pkt *fill_pkt(pkt *P, const uint8_t *data, i32 pos, i32 inport) {
     P->pos = pos;
     P->inport = inport;
-    P->F = (i64 *)(P + 1);
-    P->data = (uint8_t *)P->F + phv;
-    memcpy(P->F, F, phv);
-    memcpy(P->data, data, (size_t)len);
+    memcpy(P->data, data, (size_t)P->len);
     return P;
+}
+
+static pkt *new_pkt(hop_t *T, const i64 *F, const uint8_t *data, i32 len, i32 pos, i32 inport) {
+    pkt *P = alloc_pkt(T, len);
+    memcpy(P->F, F, sizeof(i64) * (size_t)T->nslots);
+    return fill_pkt(P, data, pos, inport);
 }
 
 static void push(queue *q, pkt *P) {
@@ -260,7 +315,7 @@ static void take_out(hop_t *T, pkt *P, i64 *F, uint8_t *data, i64 *info) {
     info[0] = P->len;
     info[1] = P->pos;
     info[2] = P->inport;
-    free_pkt(P);
+    free_pkt(T, P);
 }
 
 i32 hop_head_len(hop_t *T, int port, int prio) { return T->ports[port].q[prio].head->len; }
@@ -315,12 +370,19 @@ static void emit(hop_t *T, int port, const uint8_t *frame, i64 n) {
     if (port >= 0 && port < MAXP) T->ports[port].tx++;
 }
 
-static void room(hop_t *T, i64 len) {
+/* The deparser's output, copied out (emit) before the next program call: one buffer for
+ * every hop of the thread, which stays in the cache where each switch's own would be written
+ * cold. Kept for the thread's life. */
+static __thread uint8_t *the_obuf;
+static __thread i64 the_obuf_cap;
+
+static uint8_t *room(hop_t *T, i64 len) {
     i64 need = T->hdr_bytes + len + 16;
-    if (need > T->obuf_cap) {
-        T->obuf_cap = need < 16384 ? 16384 : need;
-        T->obuf = xrealloc(T->obuf, (size_t)T->obuf_cap);
+    if (need > the_obuf_cap) {
+        the_obuf_cap = need < 16384 ? 16384 : need;
+        the_obuf = xrealloc(the_obuf, (size_t)the_obuf_cap);
     }
+    return the_obuf;
 }
 
 /* -- the traffic manager ------------------------------------------------------------------- */
@@ -380,6 +442,7 @@ static pkt *dequeue(hop_t *T, i64 now, int *port_out, int *prio_out, i64 *left) 
             if (!q->n) continue;
             if (link_busy(pp, now)) break; /* still sending: nothing of it leaves yet */
             pkt *P = pop(q);
+            if (q->head) __builtin_prefetch(q->head); /* the port's next, a while from now */
             if (pp->has_link) {
                 pp->queued_bytes -= P->len;
                 link_send(pp, P->len);
@@ -419,12 +482,12 @@ static i64 enqueue(hop_t *T, port_t *pp, queue *q, pkt *P, i64 now) {
 /* NativeFlow's egress: 0 done, 1 egress asked for a clone (the packet is held) */
 static int egress(hop_t *T, i64 *F, const uint8_t *data, i32 len, i32 pos, int port, int prio,
                   i64 left, i64 now, i64 *out) {
-    room(T, len);
-    i64 n = T->egr(T->C, F, data, len, pos, port, (now - T->t0) / 1000, left, prio, T->obuf, out);
+    uint8_t *ob = room(T, len);
+    i64 n = T->egr(T->C, F, data, len, pos, port, (now - T->t0) / 1000, left, prio, ob, out);
     port_t *pp = &T->ports[port];
     if (n >= 0) {
         settle(pp, len, n);
-        emit(T, port, T->obuf, n);
+        emit(T, port, ob, n);
     } else if (n == -3) {
         T->pipeline_drops++;
         settle(pp, len, 0);
@@ -449,7 +512,7 @@ static int service(hop_t *T, i64 now, i64 *out) {
             T->held_port = port;
             return 1;
         }
-        free_pkt(P);
+        free_pkt(T, P);
     }
     return 0;
 }
@@ -465,8 +528,10 @@ static void finish(hop_t *T, i64 *res) {
 }
 
 /* One frame arriving: DataPlane.receive (ingress, the egress buffers, service) and the peak
- * check SimSwitch.receive makes after it. */
-int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F, i64 *out,
+ * check SimSwitch.receive makes after it. Ingress runs in the PHV of the packet's own block,
+ * which is queued as it is: no copy of the PHV (thousands of bytes). Only when the Python path
+ * takes over (1) does the PHV, as nat_run left it, go to the caller's F. */
+int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *Fc, i64 *out,
                i64 *res) {
     T->nout = 0;
     T->arena_len = 0;
@@ -474,13 +539,15 @@ int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F
     res[1] = res[5] = -1;
     res[6] = T->gen;
     T->ports[port].rx++;
-    room(T, len);
+    uint8_t *ob = room(T, len);
     i64 us = (now - T->t0) / 1000;
-    int rc = T->run(T->C, F, data, len, port, us, -1, NULL, T->obuf, out);
+    pkt *P = alloc_pkt(T, len); /* freed at the end unless queued or held */
+    i64 *F = P->F;
+    int rc = T->run(T->C, F, data, len, port, us, -1, NULL, ob, out);
     if (out[2]) T->parser_errors++;
     int enq = -1;
     if (rc == 3) {
-        emit(T, (int)out[6], T->obuf, out[7]);
+        emit(T, (int)out[6], ob, out[7]);
     } else if (rc == 2 || rc == 4) {
         T->pipeline_drops++;
     } else if (rc == 0) {
@@ -491,6 +558,8 @@ int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F
         } else if (eport < 0 || eport >= MAXP || prio < 0) {
             res[2] = 1; /* not covered here: the Python path decides */
             res[3] = rc;
+            memcpy(Fc, F, sizeof(i64) * (size_t)T->nslots);
+            free_pkt(T, P);
             return 1;
         } else {
             F[T->s_enq_ts] = us & T->m_enq_ts;
@@ -505,20 +574,19 @@ int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F
                     link_send(pp, len);
                 }
                 if (egress(T, F, data, len, (i32)out[1], eport, (int)prio, 0, now, out)) {
-                    T->held = new_pkt(T, F, data, len, (i32)out[1], port);
+                    T->held = fill_pkt(P, data, (i32)out[1], port);
                     T->held_port = eport;
                     res[2] = 2;
                     finish(T, res);
                     return 2;
                 }
             } else {
-                pkt *P = new_pkt(T, F, data, len, (i32)out[1], port);
+                fill_pkt(P, data, (i32)out[1], port);
                 i64 depth = enqueue(T, pp, q, P, now);
                 if (depth >= 0) {
                     P->F[T->s_enq_qd] = depth;
                     enq = eport;
-                } else {
-                    free_pkt(P);
+                    P = NULL; /* the queue's now */
                 }
             }
         }
@@ -528,8 +596,11 @@ int hop_arrive(hop_t *T, const uint8_t *data, i32 len, i32 port, i64 now, i64 *F
     } else {
         res[2] = 1;
         res[3] = rc;
+        memcpy(Fc, F, sizeof(i64) * (size_t)T->nslots);
+        free_pkt(T, P);
         return 1;
     }
+    free_pkt(T, P);
     if (T->backlog && service(T, now, out)) {
         res[2] = 2;
         if (enq >= 0) {

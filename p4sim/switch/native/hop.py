@@ -93,7 +93,8 @@ def library() -> Any:
         _why_not = why
         return None
     source = SOURCE.read_text() + "\n" + FABRIC_SOURCE.read_text()
-    key = "hop-" + hashlib.sha256(source.encode()).hexdigest()[:24]
+    flags = " ".join(build.CFLAGS)
+    key = "hop-" + hashlib.sha256((flags + "\n" + source).encode()).hexdigest()[:24]
     ffi = build.ffi()
     try:
         ffi.cdef(HOP_CDEF)

@@ -10,19 +10,25 @@ typedef __int128 i128;
 typedef int64_t i64;
 typedef int32_t i32;
 
-typedef struct {
+/* A packet meets a dozen tables of a switch whose state has mostly left the cache since its
+ * last packet: what a search and a hit or miss read comes first, in one cache line (the
+ * context is allocated 64-byte aligned: runtime.NativeState). */
+typedef struct __attribute__((aligned(64))) {
     i32 n;          /* entries, in the order the Python table is searched */
+    i32 hsize;      /* the index's size, a power of two; 0: search the entries in order */
+    i32 nruns;
+    i32 def_act;    /* -1: no default action */
     i64 *m;         /* n * nkeys * 3: is_range, a, b (k & a == b, or a <= k <= b) */
     i32 *act;       /* action id, or -1: the entry is a group (goff, gcnt) */
     i64 *data;      /* n * maxdata */
+    i64 *def_data;
+    i32 *hidx;      /* open-addressing index of the entries by (run, key values), -1 empty */
+    i64 *runs;      /* runs of entries, 2 + nk each: start, scanned (1) or hashed (0), the
+                     * masks; then n (tbl_index) */
     i32 *goff, *gcnt;
     i32 *gact;      /* live group members' action ids */
     i64 *gdata;     /* and their data, maxdata each */
     i64 *pk, *by;   /* direct counter increments since the last flush */
-    i32 def_act;    /* -1: no default action */
-    i64 *def_data;
-    i32 *hidx;      /* exact tables: open-addressing index of the entries (-1 empty) */
-    i32 hsize;      /* its size, a power of two; 0: search the entries in order */
 } tbl_t;
 
 typedef struct {
@@ -119,6 +125,20 @@ static inline void put_bits(uint8_t *b, int64_t bitoff, uint64_t v, int w) {
     }
 }
 
+/* The same for a field of whole bytes at a byte boundary (most of them): the generator uses
+ * these then, whose loops of constant count the compiler unrolls. */
+static inline uint64_t get_be(const uint8_t *b, int nbytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < nbytes; i++) v = (v << 8) | b[i];
+    return v;
+}
+static inline void put_be(uint8_t *b, uint64_t v, int nbytes) {
+    for (int i = nbytes - 1; i >= 0; i--) {
+        b[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
 /* Hash algorithms, as p4sim.switch.externs defines them (BMv2's). */
 static uint32_t crc32_tab[256];
 static int crc32_ready;
@@ -170,8 +190,16 @@ static uint64_t h_xor32(const uint8_t *b, int n) {
     return v;
 }
 
-static inline uint64_t key_hash(const i64 *key, int nk) {
-    uint64_t h = 0x9E3779B97F4A7C15ull;
+/* The index (tbl_index) gives the entry the linear scan gives, with fewer comparisons. The
+ * entries, in search order, are cut into runs of consecutive entries with the same masks (a
+ * run per prefix length in an LPM table, one run in an exact table). Within a run an entry
+ * matches a key exactly when its values equal the key under the run's masks, so a hash of
+ * (run, masked key) finds the run's only candidate; of entries with the same values in a run
+ * only the first is indexed (the later ones can never be the first match). Runs are probed
+ * in order, so the first run holding a match holds the first matching entry. Range matchers
+ * have no single masked value: entries with one form runs that are scanned. */
+static inline uint64_t run_hash(int r, const i64 *key, int nk) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)(uint32_t)r * 0xD6E8FEB86659FD93ull);
     for (int k = 0; k < nk; k++) {
         h ^= (uint64_t)key[k];
         h *= 0xBF58476D1CE4E5B9ull;
@@ -189,35 +217,100 @@ static inline int entry_matches(const i64 *m, const i64 *key, int nk) {
     return 1;
 }
 
-/* An exact table's entries have distinct keys: index them by their key values. */
+static inline int has_range(const i64 *m, int nk) {
+    for (int k = 0; k < nk; k++) if (m[3 * k]) return 1;
+    return 0;
+}
+
+static inline int same_masks(const i64 *a, const i64 *b, int nk) {
+    for (int k = 0; k < nk; k++) if (a[3 * k + 1] != b[3 * k + 1]) return 0;
+    return 1;
+}
+
+static inline int same_values(const i64 *a, const i64 *b, int nk) {
+    for (int k = 0; k < nk; k++) if (a[3 * k + 2] != b[3 * k + 2]) return 0;
+    return 1;
+}
+
+/* Cuts the entries into runs and indexes them; hsize is left 0 (search in order) when the
+ * runs are too many for probing them to beat the scan. t->runs has room for (2 + nk) n + 1.
+ * A run holds its masks: a probe reads the run, one index slot and the entry it verifies. */
 static void tbl_index(tbl_t *t, int nk) {
-    i64 key[64];
-    for (int i = 0; i < t->hsize; i++) t->hidx[i] = -1;
+    const int stride = 3 * nk, rs = 2 + nk;
+    int nr = 0;
     for (int e = 0; e < t->n; e++) {
-        for (int k = 0; k < nk; k++) key[k] = t->m[(i64)e * 3 * nk + 3 * k + 2];
-        uint64_t h = key_hash(key, nk) & (uint64_t)(t->hsize - 1);
-        while (t->hidx[h] != -1) h = (h + 1) & (uint64_t)(t->hsize - 1);
-        t->hidx[h] = e;
+        const i64 *m = t->m + (i64)e * stride;
+        int scan = has_range(m, nk);
+        if (e > 0) {
+            const i64 *p = m - stride;
+            int pscan = (int)t->runs[rs * (nr - 1) + 1];
+            if (scan == pscan && (scan || same_masks(m, p, nk))) continue;
+        }
+        i64 *run = t->runs + (i64)rs * nr;
+        run[0] = e;
+        run[1] = scan;
+        for (int k = 0; k < nk; k++) run[2 + k] = m[3 * k + 1];
+        nr++;
+    }
+    t->runs[(i64)rs * nr] = t->n;
+    t->nruns = nr;
+    if (nr * 4 > t->n) {  /* about as many probes as the scan's comparisons */
+        t->hsize = 0;
+        return;
+    }
+    i64 key[64];
+    const uint64_t mask = (uint64_t)(t->hsize - 1);
+    for (int i = 0; i < t->hsize; i++) t->hidx[i] = -1;
+    for (int r = 0; r < nr; r++) {
+        const i64 *run = t->runs + (i64)rs * r;
+        if (run[1]) continue;
+        for (int e = (int)run[0]; e < (int)run[rs]; e++) {
+            const i64 *m = t->m + (i64)e * stride;
+            for (int k = 0; k < nk; k++) key[k] = m[3 * k + 2];
+            uint64_t h = run_hash(r, key, nk) & mask;
+            int dup = 0;
+            for (int o; (o = t->hidx[h]) != -1; h = (h + 1) & mask)
+                if (o >= run[0] && same_values(t->m + (i64)o * stride, m, nk)) {
+                    dup = 1;
+                    break;
+                }
+            if (!dup) t->hidx[h] = e;
+        }
     }
 }
 
-/* A table search: the first entry whose every key field matches (Python's order). */
-static int tbl_find(const tbl_t *t, const i64 *key, int nk) {
-    if (t->hsize) {
-        uint64_t h = key_hash(key, nk) & (uint64_t)(t->hsize - 1);
-        for (int e; (e = t->hidx[h]) != -1; h = (h + 1) & (uint64_t)(t->hsize - 1))
-            if (entry_matches(t->m + (i64)e * 3 * nk, key, nk)) return e;
-        return -1;
-    }
-    const i64 *m = t->m;
-    for (int e = 0; e < t->n; e++, m += 3 * nk) {
-        int k = 0;
-        for (; k < nk; k++) {
-            const i64 *q = m + 3 * k;
-            if (q[0]) { if (key[k] < q[1] || key[k] > q[2]) break; }
-            else if ((key[k] & q[1]) != q[2]) break;
+static inline int tbl_scan(const tbl_t *t, const i64 *key, int nk, int from, int to) {
+    const i64 *m = t->m + (i64)from * 3 * nk;
+    for (int e = from; e < to; e++, m += 3 * nk)
+        if (entry_matches(m, key, nk)) return e;
+    return -1;
+}
+
+static int tbl_probe(const tbl_t *t, const i64 *key, int nk) {
+    i64 mk[64];
+    const int rs = 2 + nk;
+    const uint64_t mask = (uint64_t)(t->hsize - 1);
+    const i64 *run = t->runs;
+    for (int r = 0; r < t->nruns; r++, run += rs) {
+        int from = (int)run[0], to = (int)run[rs];
+        if (run[1]) {
+            int e = tbl_scan(t, key, nk, from, to);
+            if (e >= 0) return e;
+            continue;
         }
-        if (k == nk) return e;
+        for (int k = 0; k < nk; k++) mk[k] = key[k] & run[2 + k];
+        uint64_t h = run_hash(r, mk, nk) & mask;
+        for (int e; (e = t->hidx[h]) != -1; h = (h + 1) & mask)
+            if (e >= from && e < to && entry_matches(t->m + (i64)e * 3 * nk, key, nk)) return e;
     }
     return -1;
+}
+
+/* A table search: the first entry whose every key field matches (Python's order). Inlined
+ * where the generated code calls it with its constant key count: most tables an average
+ * packet meets are empty or hold a few entries, and the call costs more than their scan. */
+static inline __attribute__((always_inline)) int tbl_find(const tbl_t *t, const i64 *key,
+                                                          int nk) {
+    if (!t->hsize) return tbl_scan(t, key, nk, 0, t->n);
+    return tbl_probe(t, key, nk);
 }

@@ -34,6 +34,7 @@ def abort_exception(code: int) -> Exception:
 
 
 _programs: dict[str, NativeProgram | Unsupported] = {}
+INDEX_MIN = 8  # tables of more entries than this are indexed (when it pays: tbl_index)
 
 
 def native_program(json_bytes: bytes, cp: CompiledProgram) -> NativeProgram:
@@ -73,8 +74,10 @@ class NativeState:
     def __init__(self, prog: NativeProgram, cp: CompiledProgram, rng: Any) -> None:
         ffi = build.ffi()
         self.ffi, self.lib, self.prog = ffi, prog.lib, prog
-        self._ctx = ffi.new("char[]", self.lib.nat_ctx_size())
-        self.C = ffi.cast("void *", self._ctx)
+        # 64-byte aligned (prelude.h tbl_t: a table's search fields in one cache line)
+        self._ctx = ffi.new("char[]", self.lib.nat_ctx_size() + 64)
+        addr = int(ffi.cast("uintptr_t", self._ctx))
+        self.C = ffi.cast("void *", (addr + 63) & ~63)
         self._randint = ffi.callback("i64(i64, i64)", rng.randint)
         self.lib.nat_init(self.C, self._randint)
         self._keep: dict[int, tuple] = {}
@@ -179,15 +182,17 @@ class NativeState:
         adef = t.default_action
         for j, v in enumerate(t.default_data if adef is not None else ()):
             def_data[j] = v
-        # Exact tables past a few entries get a hash index (their keys are distinct).
-        hsize = 0
-        if t.mode == "exact" and n > 4:
-            hsize = 1 << (2 * n).bit_length()
+        # Tables past a few cache lines of entries get a hash index by runs of entries with
+        # the same masks (prelude.h tbl_index; it keeps the scan when the runs are too many
+        # to pay). Below, the scan reads fewer cold lines than a probe.
+        hsize = 1 << (2 * n).bit_length() if n > INDEX_MIN else 0
         hidx = ffi.new("i32[]", max(1, hsize))
-        self._keep[tid] = (m, act, data, goff, gcnt, pk, by, gact, gdata, def_data, hidx)
+        runs = ffi.new("i64[]", (2 + nk) * n + 1)
+        self._keep[tid] = (m, act, data, goff, gcnt, pk, by, gact, gdata, def_data, hidx, runs)
         self.synced[tid] = entries
         self.lib.nat_set_table(self.C, tid, n, m, act, data, goff, gcnt, gact, gdata, pk, by,
-                               adef.id if adef is not None else -1, def_data, hidx, hsize, nk)
+                               adef.id if adef is not None else -1, def_data, hidx, hsize, runs,
+                               nk)
 
     @staticmethod
     def _resolve(t: MatchTable, e: Any) -> Any:

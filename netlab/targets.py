@@ -6,6 +6,7 @@ imports p4sim, so the same code drives real p4c-bm2-ss and simple_switch_grpc.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -128,6 +129,7 @@ def switch_argv(
 COMPILE_CACHE_ENV = "CELLFABRIC_COMPILE_CACHE"  # a directory, or "off"
 _COMPILER_PARTS = ("frontend", "backend", "p4include", "compile.py", "cli.py", "__init__.py")
 _TREE_LIMIT = 400  # files: a program directory larger than this is compiled every time
+MAX_COMPILES = 128  # cached compiles kept (the least recently used beyond go)
 
 
 def compile_cache_dir() -> Path | None:
@@ -143,6 +145,18 @@ def compile_cache_dir() -> Path | None:
 def _tree_files(root: Path) -> list[Path] | None:
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return files if len(files) <= _TREE_LIMIT else None
+
+
+def _prune_compiles(cache: Path) -> None:
+    """Keep the MAX_COMPILES most recently used entries (a hit touches its entry). (p4sim's
+    native libraries are kept the same way, by p4sim.cache; this module imports no p4sim.)"""
+    entries = []
+    for entry in cache.iterdir():
+        if not entry.name.startswith("."):  # ".new-": being stored
+            with contextlib.suppress(OSError):
+                entries.append((entry.stat().st_mtime, entry))
+    for _, entry in sorted(entries, reverse=True)[MAX_COMPILES:]:
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 def compile_key(src: Path) -> str | None:
@@ -182,6 +196,8 @@ def compile_p4_cached(src: str | Path, outdir: str | Path,
     entry = cache / key
     outdir.mkdir(parents=True, exist_ok=True)
     if all((entry / n).is_file() for n in names):
+        with contextlib.suppress(OSError):
+            os.utime(entry)  # its last use: pruning keeps the recently used
         for n in names:
             shutil.copyfile(entry / n, outdir / n)
         return outdir / names[0], outdir / names[1]
@@ -193,6 +209,7 @@ def compile_p4_cached(src: str | Path, outdir: str | Path,
         for n in names:
             shutil.copyfile(outdir / n, tmp / n)
         os.replace(tmp, entry)
+        _prune_compiles(cache)
     except OSError:  # another run stored it first, or the cache is not writable
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from p4sim import cache
 from p4sim.switch.native.cgen import GENERATOR_VERSION, PRELUDE, Unsupported
 
 CDEF = """
@@ -78,6 +79,11 @@ def available() -> str | None:
     return None
 
 
+# Libraries kept (the least recently used beyond go): p4c's STF corpus alone is ~190
+# programs, and a fabric's program changes with every edit; a library is ~20 KB.
+MAX_CACHED = 512
+
+
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "p4sim" / "native"
@@ -101,7 +107,9 @@ def build(key: str, source: str) -> Any:
     if lib is not None:
         return lib
     path = library_path(key)
-    if not path.exists():
+    if path.exists():
+        cache.touch(path)
+    else:
         cc = compiler()
         if cc is None:
             raise Unsupported("no C compiler")
@@ -116,6 +124,7 @@ def build(key: str, source: str) -> Any:
                 first = (proc.stderr.strip().splitlines() or ["?"])[0]
                 raise Unsupported(f"generated C did not compile ({first})")
             os.replace(out, path)  # atomic: concurrent builders never see half a file
+        cache.prune(path.parent, "p4sim-*.so", MAX_CACHED)
     lib = ffi().dlopen(str(path))
     _loaded[key] = lib
     return lib

@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cellfabric.core.jsonfast import dumps_indent1
 from cellfabric.core.validity import (
@@ -21,6 +21,9 @@ from cellfabric.core.validity import (
     queue_drops_measured,
     retransmission_totals,
 )
+
+if TYPE_CHECKING:
+    from cellfabric.core.plotworker import PlotWorker
 
 
 @dataclass
@@ -259,9 +262,25 @@ def accounting_of(m: RunMetrics) -> dict[str, Any]:
     return link_accounting(m.link_load.get("links", []), float(m.link_load.get("window_s", 0)))
 
 
-def write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None = None) -> Path:
+def write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None = None,
+                 plots: PlotWorker | None = None) -> Path:
     """``exact``: summary figures a caller measured exactly (the simulator's peak queue),
-    in place of the ones derived from samples."""
+    in place of the ones derived from samples. ``plots``: a started plot worker that draws
+    the PNGs while this process writes metrics.json (closed here, whatever happens); without
+    one they are drawn here."""
+    try:
+        return _write_report(m, run_dir, exact, plots)
+    finally:
+        if plots is not None:
+            plots.close()
+
+
+def _write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None,
+                  plots: PlotWorker | None) -> Path:
+    if plots is not None:
+        # first: the figures below only read the sections the worker is sent (pickled now),
+        # and it draws while they are derived and metrics.json is written
+        plots.submit(m, run_dir)
     m.summary = summarize(m)
     m.summary["goodput_fraction"] = goodput_fraction(m)
     acct = accounting_of(m)
@@ -275,9 +294,12 @@ def write_report(m: RunMetrics, run_dir: Path, exact: dict[str, Any] | None = No
     sections = {f.name: getattr(m, f.name) for f in fields(m)}
     # json.dumps(sections, indent=1, default=_json_default)'s text, in 40% of its time
     path.write_text(dumps_indent1(sections, _json_default) + "\n")
-    from cellfabric.core.plots import write_plots
+    if plots is not None:
+        plots.wait()
+    else:
+        from cellfabric.core.plots import write_plots
 
-    write_plots(m, run_dir)
+        write_plots(m, run_dir)
     from cellfabric.core.html import write_run_page
 
     # report.html: the run as one page (after the plots it embeds), from the two sections it

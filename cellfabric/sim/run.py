@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from cellfabric.core.counters import drop_counters, switch_ports
 from cellfabric.core.experiment import run_experiment, run_header
 from cellfabric.core.hostmetrics import collect_host_metrics, step_durations
 from cellfabric.core.hostplan import StepPlan, host_line_rate, plan_step
+from cellfabric.core.plotworker import PlotWorker, start_plot_worker
 from cellfabric.core.report import RunMetrics, format_summary, write_report
 from cellfabric.core.sampler import FabricSamples
 from cellfabric.core.validity import switch_drops
@@ -478,6 +480,13 @@ def _dataplane_note(paths: dict[str, int]) -> str:
 
 
 def execute_sim(cfg: SimConfig) -> tuple[RunMetrics, Path]:
+    # started first, so that its import of matplotlib runs on the second core while this
+    # one simulates; write_report closes it, and the with closes it after a failed run
+    with start_plot_worker() or nullcontext() as plots:
+        return _execute_sim(cfg, plots)
+
+
+def _execute_sim(cfg: SimConfig, plots: PlotWorker | None) -> tuple[RunMetrics, Path]:
     run = SimRun(cfg)
     with CollectorPolicy(SimRun.tune_collector) as run.collector_policy:
         m = run_experiment(run, len(cfg.workload.steps))
@@ -486,4 +495,4 @@ def execute_sim(cfg: SimConfig) -> tuple[RunMetrics, Path]:
         exact = {"peak_queue_depth": max(peaks.values())} if peaks else {}
         m.iteration = iteration_section(cfg.workload, {"steps": m.steps,
                                                        "messages": m.messages})
-        return m, write_report(m, cfg.run_dir, exact)
+        return m, write_report(m, cfg.run_dir, exact, plots)

@@ -479,10 +479,17 @@ def _dataplane_note(paths: dict[str, int]) -> str:
         + ")"
 
 
+# Hosts from which a run draws its plots in a worker: the worker's import of matplotlib
+# (~1.5 CPU s) pays only when the simulation lasts longer than that (k=8: 128 hosts, ~25 s);
+# a small run's simulation is over first, and the worker would only add CPU beside it.
+PLOT_WORKER_MIN_HOSTS = 64
+
+
 def execute_sim(cfg: SimConfig) -> tuple[RunMetrics, Path]:
     # started first, so that its import of matplotlib runs on the second core while this
     # one simulates; write_report closes it, and the with closes it after a failed run
-    with start_plot_worker() or nullcontext() as plots:
+    big = len(cfg.topo.hosts) >= PLOT_WORKER_MIN_HOSTS
+    with (start_plot_worker() if big else None) or nullcontext() as plots:
         return _execute_sim(cfg, plots)
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -174,7 +175,13 @@ def test_cellfabric_sim_starts_a_worker_and_leaves_none_even_when_the_run_fails(
         raise RuntimeError("the simulation failed")
 
     monkeypatch.setattr(run, "_execute_sim", failing)
+    big = SimpleNamespace(topo=SimpleNamespace(hosts=[f"h{i}" for i in range(64)]))
     with pytest.raises(RuntimeError, match="the simulation failed"):
-        run.execute_sim(None)  # type: ignore[arg-type]
+        run.execute_sim(big)  # type: ignore[arg-type]
     assert isinstance(seen[0], PlotWorker)
     _no_worker_left(seen[0])
+    # a small fabric's run is over before the worker's import would be: no worker
+    small = SimpleNamespace(topo=SimpleNamespace(hosts=["h1", "h2"]))
+    with pytest.raises(RuntimeError, match="the simulation failed"):
+        run.execute_sim(small)  # type: ignore[arg-type]
+    assert seen[1] is None

@@ -14,8 +14,6 @@ from p4sim.switch.codegen import Gen
 from p4sim.switch.layout import chunks, pack_args, struct_format
 from p4sim.switch.program import HeaderInstance, ProgramError
 
-_MISSING = object()
-
 
 @functools.lru_cache(maxsize=1024)
 def _struct(fmt: str) -> struct.Struct:
@@ -34,15 +32,17 @@ def pack_varbit(F: list[int], inst: HeaderInstance) -> bytes:
     return value.to_bytes((total + 7) // 8, "big")
 
 
+def _pack_layout(inst: HeaderInstance) -> tuple[str, str] | None:
+    """A fixed header's struct format and its pack arguments' source (None: no fields)."""
+    chs = chunks([(f.slot, f.width, f.signed) for f in inst.fields])
+    return (struct_format(chs), ", ".join(pack_args(chs, str))) if chs else None
+
+
 def header_pack_src(gen: Gen, inst: HeaderInstance) -> str:
     """Source of the packed bytes of a fixed-size header instance."""
     # the layout (struct format and its arguments' source) is the program's, worked out once
     # for every switch loading it; only the name of the pack function is each switch's own
-    layout = gen.p.generated.get(("pack", inst.name), _MISSING)
-    if layout is _MISSING:
-        chs = chunks([(f.slot, f.width, f.signed) for f in inst.fields])
-        layout = gen.p.generated[("pack", inst.name)] = (
-            (struct_format(chs), ", ".join(pack_args(chs, str))) if chs else None)
+    layout = gen.shared_source(("pack", inst.name), lambda: _pack_layout(inst))
     if layout is not None:
         fmt, args = layout
         return f"{gen.const(_struct(fmt).pack, 'pk')}({args})"

@@ -7,7 +7,8 @@ compared side by side in one period (both at once), measures the simulator.
     -> ENGINE_CPU_S 93.16 PROCESS_CPU_S 104.14
 
 A first argument --no-c-fabric runs the plain path (SimFabric.native_fabric off: every
-switch's event on the engine) instead of the switch-to-switch fabric in C.
+switch's event on the engine) instead of the switch-to-switch fabric in C; --no-c-hosts keeps
+the C fabric but runs the Python hosts (SimFabric.native_hosts off) instead of the C hosts.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ def _timed_run(self: engine.Engine, *args: Any, **kwargs: Any) -> Any:
 
 def main(argv: list[str]) -> int:
     from cellfabric.cli import main as cellfabric_main
+    from cellfabric.sim.net import SimFabric
 
     if argv[:1] == ["--no-c-fabric"]:
-        from cellfabric.sim.net import SimFabric
-
         SimFabric.native_fabric = False
+        argv = argv[1:]
+    elif argv[:1] == ["--no-c-hosts"]:
+        SimFabric.native_hosts = False
         argv = argv[1:]
     engine.Engine.run = _timed_run  # type: ignore[method-assign]
     try:

@@ -29,6 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 HTSIM_ANCHOR = Path(os.environ.get("HTSIM_ANCHOR", ROOT.parent / "shared" / "anchors" / "htsim"))
 HTSIM_REPEATS = 3
+# cellfabric's runs of the k=8 job, the best kept, as htsim's are (the machine is shared: a
+# single run measured the neighbours as much as the simulator); k=16 runs once (minutes)
+CELLFABRIC_REPEATS = {8: 3}
 PERMUTATION_SEED = 13  # htsim's README: gen_permutation.py ... 0 13
 # the main loop of htsim's main_eqds.cpp, which the counting binary adds a counter to
 HTSIM_MAIN_LOOP = re.compile(r"while\s*\(\s*eventlist\.doNextEvent\(\)\s*\)\s*\{\s*\}")
@@ -125,6 +128,14 @@ def user_env() -> dict[str, str]:
 
 
 def cellfabric_speed(k: int, size: int, results: Path) -> dict[str, Any]:
+    """The user's two commands, best of CELLFABRIC_REPEATS, with every run's time."""
+    runs = [cellfabric_once(k, size, results) for _ in range(CELLFABRIC_REPEATS.get(k, 1))]
+    best = min(runs, key=lambda r: r["whole_command_s"])
+    return {**best, "whole_command_runs_s": [r["whole_command_s"] for r in runs],
+            "engine_runs_s": [r["engine_s"] for r in runs]}
+
+
+def cellfabric_once(k: int, size: int, results: Path) -> dict[str, Any]:
     """The user's two commands, timed as a whole, and the engine's figures from metrics.json.
     The project's bytecode is compiled first, as an install does and as any earlier run
     leaves it (``user_env``)."""
@@ -169,7 +180,8 @@ def speed_section(k: int, size: int, results: Path) -> dict[str, Any]:
         print(f"  {e}", flush=True)
         ht = {"error": str(e)}
     print(f"  htsim: {json.dumps(ht)}", flush=True)
-    print(f"  cellfabric k={k}: the whole command as a user runs it", flush=True)
+    print(f"  cellfabric k={k}: the whole command as a user runs it, best of "
+          f"{CELLFABRIC_REPEATS.get(k, 1)}", flush=True)
     cf = cellfabric_speed(k, size, results)
     print(f"  cellfabric: {json.dumps(cf)}", flush=True)
     out: dict[str, Any] = {"k": k, "hosts": k ** 3 // 4, "size": size, "cellfabric": cf,

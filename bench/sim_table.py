@@ -43,11 +43,14 @@ def _speed_row(s: dict[str, Any], when: str) -> str:
                  f"{_x(r.get('engine_over_htsim'))} htsim's time (goal: 5x)")
     else:
         htsim = f"htsim: not run ({ht.get('error', 'no result')})"
+    runs = cf.get("whole_command_runs_s") or [cf["whole_command_s"]]
+    best = (f" (best of {len(runs)}: " + ", ".join(f"{w:.1f}" for w in runs) + " s)"
+            if len(runs) > 1 else "")
     return (f"| speed: k={s['k']} fat-tree ({s['hosts']} hosts) permutation of "
             f"{s['size'] >> 10} KiB per host, beside htsim in the same run ({when}) | "
             f"cellfabric: {cf['messages']} messages, {_us(cf['virtual_s'])} simulated, "
-            f"{cf['events']:,} events; whole command **{cf['whole_command_s']:.0f} s**, "
-            f"engine {cf['engine_s']:.0f} s ({cf['engine_events_per_s']:,.0f} events/s), "
+            f"{cf['events']:,} events; whole command **{cf['whole_command_s']:.1f} s**{best}, "
+            f"engine {cf['engine_s']:.1f} s ({cf['engine_events_per_s']:,.0f} events/s), "
             f"peak memory {cf['peak_rss_mib']:,.0f} MiB; {htsim} |")
 
 

@@ -8,7 +8,7 @@ the axes, never over the data.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,19 @@ def new_figure(**kwargs: Any) -> Figure:
     return fig
 
 
-def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
+# every figure write_plots may draw, in the order it draws them
+FIGURES = ("link_load.png", "queue_depth.png", "flow_rates.png", "completion_times.png",
+           "reorder_depth.png")
+
+
+def write_plots(m: RunMetrics, out_dir: Path,
+                only: Collection[str] | None = None) -> list[Path]:
+    """The run's PNGs (``only``: just these of FIGURES, for a worker drawing a share)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+
+    def wanted(name: str) -> bool:
+        return only is None or name in only
 
     def save(fig: Figure, name: str) -> None:
         path = out_dir / name
@@ -51,14 +61,15 @@ def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
         written.append(path)
 
     acct = accounting_of(m)
-    if acct and acct.get("directions"):
+    if acct and acct.get("directions") and wanted("link_load.png"):
         save(_link_loads(acct), "link_load.png")
-    if m.queues:
+    if m.queues and wanted("queue_depth.png"):
         save(_queue_depths(m, acct), "queue_depth.png")
-    if any(f.get("samples") for f in m.flows.values()):  # (none without rate control)
+    # (no flow samples without rate control)
+    if any(f.get("samples") for f in m.flows.values()) and wanted("flow_rates.png"):
         save(_flow_rates(m), "flow_rates.png")
     fcts = sorted(msg["fct_s"] for msg in m.messages if msg.get("fct_s") is not None)
-    if fcts:
+    if fcts and wanted("completion_times.png"):
         fig = new_figure(figsize=(6, 3.5))
         ax = fig.subplots()
         ax.plot([1000 * f for f in fcts], [(i + 1) / len(fcts) for i in range(len(fcts))])
@@ -66,7 +77,7 @@ def write_plots(m: RunMetrics, out_dir: Path) -> list[Path]:
         ax.set_ylabel("CDF")
         ax.set_title("Message completion times", y=1.0)
         save(fig, "completion_times.png")
-    if m.reorder:
+    if m.reorder and wanted("reorder_depth.png"):
         fig = new_figure(figsize=(max(6, 0.3 * len(m.reorder)), 3.5))
         ax = fig.subplots()
         hosts = sorted(m.reorder, key=_natural)

@@ -5,8 +5,10 @@ second) overlaps the simulation on the otherwise idle second core; the report th
 what the plots read and writes metrics.json while it draws. The worker is spawned, never
 forked: by then the parent has threads and native libraries a fork would copy half-held.
 
-It exits when its pipe closes (the parent closed it, or the parent died) and is a daemon, so
-no worker outlives the run.
+The figures are shared between two processes (SHARES): the queue-depth heatmap, about half
+of the drawing at k=8, in one, the rest in the other, so the report waits for the larger
+share only. Each exits when its pipe closes (the parent closed it, or the parent died) and is
+a daemon, so no worker outlives the run.
 """
 
 from __future__ import annotations
@@ -20,11 +22,16 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from cellfabric.core.plots import FIGURES
 from cellfabric.core.report import RunMetrics
 
 # Set to "0" to draw the plots in the parent process, as every caller without a worker does.
 ENV_DISABLE = "CELLFABRIC_PLOT_WORKER"
 JOIN_S = 2.0  # an idle worker exits at once on EOF; this only bounds a stuck one
+# the figures (plots.FIGURES) each process draws; None: every one no other share names. The
+# share with the first figure comes first: its error is the one the in-process path raises
+# when both shares fail (rarely only; either way the run fails).
+SHARES: tuple[tuple[str, ...] | None, ...] = (None, ("queue_depth.png",))
 
 
 def worker_enabled() -> bool:
@@ -46,71 +53,103 @@ class PlotWorkerError(RuntimeError):
 
 
 class PlotWorker:
-    """One run's plots, drawn in a spawned process: ``submit`` then ``wait``; ``close``
-    (also as a context manager) always leaves no process behind."""
+    """One run's plots, drawn in spawned processes (one per share of SHARES): ``submit``
+    then ``wait``; ``close`` (also as a context manager) always leaves no process behind."""
 
-    def __init__(self) -> None:
+    def __init__(self, shares: tuple[tuple[str, ...] | None, ...] = SHARES) -> None:
         self._pending = False
+        self._shares = shares
         ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True,
-                                 name="cellfabric-plots")
-        self._proc.start()
-        child.close()  # only the worker holds its end: its EOF is the parent's close or death
+        self._conns: list[Connection] = []
+        self._procs: list[Any] = []
+        try:
+            for _ in shares:
+                conn, child = ctx.Pipe()
+                proc = ctx.Process(target=_serve, args=(child,), daemon=True,
+                                   name="cellfabric-plots")
+                self._conns.append(conn)
+                self._procs.append(proc)
+                proc.start()
+                child.close()  # only the worker holds its end: its EOF is our close or death
+        except OSError:
+            self.close()
+            raise
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid
+        """The first process's (the others' in ``pids``)."""
+        return self._procs[0].pid
+
+    @property
+    def pids(self) -> list[int | None]:
+        return [p.pid for p in self._procs]
 
     def submit(self, m: RunMetrics, out_dir: Path) -> None:
-        data = pickle.dumps((plot_inputs(m), out_dir), protocol=pickle.HIGHEST_PROTOCOL)
+        named = {f for share in self._shares if share for f in share}
+        inputs = plot_inputs(m)
         try:
-            self._conn.send_bytes(data)
+            for conn, share in zip(self._conns, self._shares, strict=True):
+                only = share if share is not None else tuple(
+                    f for f in FIGURES if f not in named)
+                conn.send_bytes(pickle.dumps((inputs, out_dir, only),
+                                             protocol=pickle.HIGHEST_PROTOCOL))
         except OSError:  # its end closed: it died (its import failed, or it was killed)
             raise self._died() from None
         self._pending = True
 
     def wait(self) -> list[Path]:
-        """The PNGs written; re-raises the worker's exception as write_plots raised it."""
+        """The PNGs written (in FIGURES order); re-raises a worker's exception as write_plots
+        raised it."""
         if not self._pending:
             raise PlotWorkerError("plot worker: nothing submitted")
         self._pending = False
-        # the process sentinel as well as the pipe: a worker killed mid-draw sends nothing
-        ready = wait([self._conn, self._proc.sentinel])
-        if self._conn not in ready and not self._conn.poll():
-            raise self._died()
-        try:
-            status, value = self._conn.recv()
-        except (EOFError, OSError):
-            raise self._died() from None
-        # one run per worker: closing the pipe now lets it exit while the parent writes
-        # report.html, and close() then only reaps it
-        self._conn.close()
-        if status == "ok":
-            return value
-        if isinstance(value, BaseException):
-            raise value
-        raise PlotWorkerError(value)
+        replies = []
+        for conn, proc in zip(self._conns, self._procs, strict=True):
+            # the process sentinel as well as the pipe: a worker killed mid-draw sends nothing
+            ready = wait([conn, proc.sentinel])
+            if conn not in ready and not conn.poll():
+                raise self._died()
+            try:
+                replies.append(conn.recv())
+            except (EOFError, OSError):
+                raise self._died() from None
+            # one run per worker: closing the pipe now lets it exit while the parent writes
+            # report.html, and close() then only reaps it
+            conn.close()
+        written: list[Path] = []
+        for status, value in replies:
+            if status == "ok":
+                written += value
+            elif isinstance(value, BaseException):
+                raise value
+            else:
+                raise PlotWorkerError(value)
+        return sorted(written, key=lambda p: FIGURES.index(p.name))
 
     def _died(self) -> PlotWorkerError:
         self._pending = False
-        self._proc.join(JOIN_S)
-        return PlotWorkerError(f"plot worker exited (code {self._proc.exitcode}) "
-                               "before the plots were written")
+        for proc in self._procs:
+            if not proc.is_alive() and proc.pid is not None:
+                proc.join(JOIN_S)
+                return PlotWorkerError(f"plot worker exited (code {proc.exitcode}) "
+                                       "before the plots were written")
+        return PlotWorkerError("plot worker: its pipe closed before the plots were written")
 
     def close(self) -> None:
-        """Close the pipe (the worker's signal to exit) and reap the worker; a worker still
+        """Close the pipes (the workers' signal to exit) and reap the workers; a worker still
         drawing (an exception left its work unwanted) is terminated, not waited for."""
-        self._conn.close()
-        if self._proc.pid is None:
-            return
-        self._proc.join(0.0 if self._pending else JOIN_S)
-        if self._proc.is_alive():
-            self._proc.terminate()
-            self._proc.join(JOIN_S)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join()
+        for conn in self._conns:
+            conn.close()
+        for proc in self._procs:
+            if proc.pid is None:
+                continue
+            proc.join(0.0 if self._pending else JOIN_S)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(JOIN_S)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
         self._pending = False
 
     def __enter__(self) -> PlotWorker:
@@ -143,11 +182,11 @@ def _serve(conn: Connection) -> None:
 
     while True:
         try:
-            m, out_dir = pickle.loads(conn.recv_bytes())
+            m, out_dir, only = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
         try:
-            reply: tuple[str, Any] = ("ok", write_plots(m, out_dir))
+            reply: tuple[str, Any] = ("ok", write_plots(m, out_dir, only))
         except Exception as exc:
             reply = ("error", _portable(exc))
         try:

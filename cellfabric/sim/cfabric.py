@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # fabric.c's io slots and hand-over kinds (enum there)
 IO_NOW, IO_SEQ, IO_RAN, IO_BOUND_T, IO_BOUND_SEQ, IO_UNTIL = 0, 1, 2, 3, 4, 5
 IO_TOP_T, IO_TOP_SEQ, IO_BUDGET, IO_A, IO_B, IO_LEN, IO_PENDING = 6, 7, 8, 9, 10, 11, 12
-ACT_DELIVER, ACT_POLL, ACT_POST_ARRIVE, ACT_POST_SERVICE = 1, 2, 3, 4
+ACT_DELIVER, ACT_POLL, ACT_POST_ARRIVE, ACT_POST_SERVICE, ACT_ENDPOINT = 1, 2, 3, 4, 5
 
 
 def refusal(fabric: SimFabric, traced: bool) -> str | None:
@@ -54,7 +54,8 @@ class FabricWire:
 
     def __init__(self, fab: NativeFabric, index: int, wire: Wire) -> None:
         self.fab, self.index = fab, index
-        self.engine, self.rate_bps, self.delay_ns = wire.engine, wire.rate_bps, wire.delay_ns
+        self.engine, self.delay_ns = wire.engine, wire.delay_ns
+        self.rate_bps = getattr(wire, "rate_bps", 0)  # a host's wire: its host serializes
         self.deliver = wire.deliver
 
     def transmit(self, frame: bytes) -> None:
@@ -89,7 +90,10 @@ class NativeFabric:
 
     runs = 0  # C runs made (fab_run calls), over the process: tests check that it ran
 
-    def __init__(self, fabric: SimFabric) -> None:
+    def __init__(self, fabric: SimFabric, host_wires: bool = False) -> None:
+        """``host_wires``: the hosts' wires are C's too (for cellfabric.sim.chosts), each
+        switch-to-host wire ending at its host as an endpoint."""
+        from cellfabric.sim.hostsim import HostWire
         from cellfabric.sim.net import Wire
 
         self.engine: Engine = fabric.engine
@@ -103,7 +107,7 @@ class NativeFabric:
             pair = fabric.link_wires[lk.name]
             for k, (src, sport, dst, dport) in enumerate(((lk.a, lk.a_port, lk.b, lk.b_port),
                                                           (lk.b, lk.b_port, lk.a, lk.a_port))):
-                if type(pair[k]) is Wire:
+                if type(pair[k]) is Wire or (host_wires and type(pair[k]) is HostWire):
                     legs.append((lk.name, k, src, sport, dst, dport, pair[k]))
         self.io = ffi.new("i64[16]")
         X = lib.fab_new(len(self.switches), len(legs), self.io)
@@ -111,16 +115,27 @@ class NativeFabric:
             raise MemoryError("fab_new")
         self.X = ffi.gc(X, lib.fab_free)
         self.wires: list[FabricWire] = []
+        self.host_wire_index: dict[str, list[int]] = {}  # host -> its ports' wires
+        self.to_host: dict[int, tuple[str, int]] = {}  # wire -> (host, port from 0)
         for w, (name, k, src, sport, dst, dport, wire) in enumerate(legs):
-            lib.fab_wire(X, w, index[src], sport, index.get(dst, -1), dport, wire.delay_ns,
-                         wire.rate_bps, int(wire.up), wire.frames, wire.bytes, wire.dropped)
+            lib.fab_wire(X, w, index.get(src, -1), sport, index.get(dst, -1), dport,
+                         wire.delay_ns, int(getattr(wire, "rate_bps", 0)), int(wire.up),
+                         wire.frames, getattr(wire, "bytes", 0), wire.dropped)
             fw = FabricWire(self, w, wire)
             self.wires.append(fw)
             fabric.link_wires[name][k] = fw
-            fabric.switches[src].wires[sport] = fw
+            if src in index:
+                fabric.switches[src].wires[sport] = fw
+            else:
+                ports = self.host_wire_index.setdefault(src, [])
+                ports.extend([-1] * (sport - len(ports)))
+                ports[sport - 1] = w
+            if dst not in index:
+                self.to_host[w] = (dst, dport - 1)
         # the hops C holds pointers to: kept alive here while the fabric lives (a switch that
         # left the C hop drops its NativeHop; C never runs it again, but must not see it freed)
         self._hops: dict[int, Any] = {}
+        self.endpoints: Any = None  # cellfabric.sim.chosts.NativeHosts, when the hosts are C's
         # switches whose tables changed since C last ran them: synced before each C run
         self.stale: list[Any] = []
         for i, sw in enumerate(self.switches):
@@ -225,6 +240,9 @@ class NativeFabric:
             return
         if act == ACT_POST_SERVICE:
             self.switches[io[IO_A]]._hop_post(False, 0, b"")
+            return
+        if act == ACT_ENDPOINT:
+            self.endpoints.finished(io[IO_A])
             return
         frame = self.ffi.unpack(self.ffi.cast("char *", self.lib.fab_handed(self.X)),
                                 io[IO_LEN])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from cellfabric.core.hostplan import (
     ACK_EVERY,
@@ -22,6 +23,7 @@ from cellfabric.core.hostplan import (
     credit_window_cells,
     timing_args,
 )
+from cellfabric.sim.chosts import CReceiver, CSender
 from cellfabric.sim.engine import Engine
 from cellfabric.sim.hostsim import Program, SimHost
 from hosts import wire
@@ -173,8 +175,9 @@ def data_center_receiver(cfg: ReceiverConfig, rtt: float, cell_s: float,
 
 
 def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: Engine,
-               hosts: dict[str, SimHost], on_sender_done) -> list[Program]:
-    """Create and start the step's receivers, then its senders; returns the senders."""
+               hosts: dict[str, SimHost], on_sender_done, native: Any = None) -> list[Any]:
+    """Create and start the step's receivers, then its senders; returns the senders.
+    ``native``: the run's cellfabric.sim.chosts.NativeHosts, which then runs them in C."""
     rtt = base_rtt_s(topo, s, cc) if s.bit_rate_mode else 0.0
     cell_s = cell_frame_bytes(topo, cc) * 8 / s.link_rate_bps if s.bit_rate_mode else 0.0
     depth = max(lk.queue.depth for lk in topo.links)
@@ -184,8 +187,9 @@ def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: 
         if s.bit_rate_mode:
             rcfg = data_center_receiver(rcfg, rtt, cell_s, plan.credit_unscheduled)
         host = hosts[hp.host]
-        prog = Program(engine, Receiver(rcfg, clock=engine.clock, ports=host.nics(rcfg.ifaces),
-                                        report_frames=True))
+        rkind = Receiver if native is None else CReceiver
+        node = rkind(rcfg, clock=engine.clock, ports=host.nics(rcfg.ifaces), report_frames=True)
+        prog = Program(engine, node) if native is None else native.receiver(hp.host, node)
         prog.plan = hp
         host.receiver = prog
         prog.start()
@@ -199,9 +203,11 @@ def start_step(plan: StepPlan, topo: Topology, s: SimSettings, cc: str, engine: 
             nv = topo.server_settings.nvlink_ratio if t and topo.same_server(t.src, t.dst) else 1
             cfg = data_center_sender(cfg, rtt, cell_s / nv, depth, plan.credit_unscheduled)
         host = hosts[hp.host]
-        node = Sender(cfg, clock=engine.clock, ports=host.nics(cfg.ifaces))
+        node = (Sender if native is None else CSender)(cfg, clock=engine.clock,
+                                                        ports=host.nics(cfg.ifaces))
         node.open()
-        prog = Program(engine, node, on_done=on_sender_done)
+        prog = Program(engine, node, on_done=on_sender_done) if native is None \
+            else native.sender(hp.host, node, on_sender_done)
         prog.plan = hp
         host.senders[cfg.qpn] = prog
         senders.append(prog)

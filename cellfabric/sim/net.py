@@ -12,6 +12,7 @@ and the wire itself is instant, as a veth is.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -202,6 +203,9 @@ class SimFabric:
     # their events) in C where the run allows it (cellfabric.sim.cfabric; False: the plain
     # path, held equal by tests/sim/test_sim_fabric.py).
     native_fabric: ClassVar[bool] = True
+    # Run the hosts there too where the run allows it (cellfabric.sim.chosts; False: the
+    # Python hosts, held equal by tests/sim/test_sim_chosts.py).
+    native_hosts: ClassVar[bool] = True
 
     topo: Topology
     engine: Engine
@@ -212,6 +216,7 @@ class SimFabric:
     # link name -> the wires of both directions (switch Wire or HostWire)
     link_wires: dict[str, list[Any]] = field(default_factory=dict)
     nvlink_wires: list[HostWire] = field(default_factory=list)  # both directions of each
+    chosts: Any = None  # cellfabric.sim.chosts.NativeHosts once the hosts run in C
 
     def build(self) -> None:
         topo, engine = self.topo, self.engine
@@ -284,12 +289,24 @@ class SimFabric:
             if node in self.switches:
                 self.switches[node].dp.set_link_up(port, up)
 
-    def start_native(self, traced: bool) -> str | None:
+    def start_native(self, traced: bool,
+                     hosts_refusal: Callable[[SimFabric], str | None] | None = None,
+                     ) -> tuple[str | None, str | None]:
         """Put the switches and their wires into the C fabric (once, before the workload's
-        first event) when it covers this run; else why not (the plain path runs)."""
+        first event) when it covers this run, and the hosts too when ``hosts_refusal`` (the
+        run's cellfabric.sim.chosts.refusal) admits them; (why not the fabric, why not the
+        hosts), None for what runs in C."""
         from cellfabric.sim import cfabric
 
         why = "off" if not self.native_fabric else cfabric.refusal(self, traced)
-        if why is None:
-            cfabric.NativeFabric(self).start()
-        return why
+        if why is not None:
+            return why, "the C fabric is off"
+        hosts_why = "off" if hosts_refusal is None or not self.native_hosts \
+            else hosts_refusal(self)
+        nf = cfabric.NativeFabric(self, host_wires=hosts_why is None)
+        if hosts_why is None:
+            from cellfabric.sim.chosts import NativeHosts
+
+            self.chosts = nf.endpoints = NativeHosts(self, nf)
+        nf.start()
+        return None, hosts_why

@@ -30,6 +30,7 @@ from cellfabric.core.report import RunMetrics, format_summary, write_report
 from cellfabric.core.sampler import FabricSamples
 from cellfabric.core.validity import switch_drops
 from cellfabric.core.workloads import Workload
+from cellfabric.sim import chosts
 from cellfabric.sim.collector import CollectorPolicy
 from cellfabric.sim.control import LocalConnection, LocalFabric
 from cellfabric.sim.engine import NS, Engine, to_ns
@@ -119,6 +120,7 @@ class SimRun:
         self.down: set[frozenset[str]] = set()  # links down now (pairs of node names)
         self._records_seen = 0  # INT records the scheduler has looked at
         self.c_fabric = "off: not started"  # cellfabric.sim.cfabric: on, or why not
+        self.c_hosts = "off: not started"  # cellfabric.sim.chosts: on, or why not
 
     # -- bring-up ---------------------------------------------------------------------------
     def bring_up(self) -> None:
@@ -162,8 +164,14 @@ class SimRun:
                   f"{cfg.workload.total_bytes / 1e6:.2f} MB, cc {cfg.cc}, "
                   f"spray {self.topo.fabric.spray}, {self._describe_links()}")
         # decided once, before the workload's first event: the C fabric or the plain path
-        why = self.fabric.start_native(traced=self.tracing is not None)
+        why, hosts_why = self.fabric.start_native(
+            traced=self.tracing is not None,
+            hosts_refusal=lambda fab: chosts.refusal(fab, cfg.cc, cfg.workload,
+                                                     bool(cfg.events)))
         self.c_fabric = "on" if why is None else f"off: {why}"
+        self.c_hosts = "on" if hosts_why is None else f"off: {hosts_why}"
+        if why is None and hosts_why is not None and hosts_why != "off":
+            _say(cfg, f"      hosts on the Python path: {hosts_why}")
         for ev in cfg.events:
             engine.at(to_ns(ev.at_s), self._link_event, ev)
         self.load_before = self._load_snapshot()
@@ -268,7 +276,8 @@ class SimRun:
         self.steps.append(plan)
         self._step_start = self.engine.now
         self.running = start_step(plan, self.plan_topo, cfg.settings, cfg.cc, self.engine,
-                                  self.fabric.hosts, self._sender_done)
+                                  self.fabric.hosts, self._sender_done,
+                                  native=self.fabric.chosts)
 
     def _fabric_view(self) -> FabricView:
         """What the run knows before a step: the links down, and per directed switch link
@@ -417,7 +426,8 @@ class SimRun:
             "events": self.engine.events, "virtual_time_s": self.engine.now / NS,
             "packets": sum(w.frames for w in wires),
             "lost_on_failed_links": sum(w.dropped for w in wires),
-            "frames_to_no_program": sum(h.unclaimed for h in self.fabric.hosts.values()),
+            "frames_to_no_program": sum(h.unclaimed for h in self.fabric.hosts.values())
+            + (self.fabric.chosts.unclaimed() if self.fabric.chosts is not None else 0),
             "finished": self.finished,
             # exact: every arrival at a switch checks the queue its packet joined
             "peak_queue_packets": peaks,
@@ -431,6 +441,7 @@ class SimRun:
             # which of p4sim's paths ran each switch: it changes the speed, never a figure
             "dataplane": dict(Counter(sw.dp.dataplane for sw in self.fabric.switches.values())),
             "c_fabric": self.c_fabric,
+            "c_hosts": self.c_hosts,
         }
         return m
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from cellfabric.core import plotworker
-from cellfabric.core.plots import write_plots
+from cellfabric.core.plots import FIGURES, write_plots
 from cellfabric.core.plotworker import PlotWorker, PlotWorkerError, start_plot_worker
 from cellfabric.core.report import RunMetrics, write_report
 
@@ -64,7 +64,7 @@ def _gone(pid: int) -> bool:
 
 
 def _no_worker_left(worker: PlotWorker) -> None:
-    assert worker.pid is not None and _gone(worker.pid)
+    assert worker.pid is not None and all(pid is not None and _gone(pid) for pid in worker.pids)
     assert not [p for p in multiprocessing.active_children() if p.name == "cellfabric-plots"]
 
 
@@ -80,6 +80,23 @@ def test_worker_writes_the_same_files_as_the_in_process_path(tmp_path: Path) -> 
     for name in names:
         assert (here / name).read_bytes() == (there / name).read_bytes(), name
     _no_worker_left(worker)
+
+
+def test_two_processes_share_the_figures(tmp_path: Path) -> None:
+    """The queue-depth heatmap (half the drawing at k=8) in one process, the rest in the
+    other: each draws only its share, and the shares together are every figure."""
+    worker = PlotWorker()
+    assert len(set(worker.pids)) == 2
+    write_report(_metrics(), tmp_path / "worker", plots=worker)
+    _no_worker_left(worker)
+    write_plots(_metrics(), tmp_path / "queues", only=("queue_depth.png",))
+    assert [p.name for p in (tmp_path / "queues").iterdir()] == ["queue_depth.png"]
+    rest = tuple(f for f in FIGURES if f != "queue_depth.png")
+    write_plots(_metrics(), tmp_path / "rest", only=rest)
+    drawn = {p.name for p in (tmp_path / "rest").iterdir()}
+    assert drawn == set(rest)
+    for name in FIGURES:
+        assert (tmp_path / "worker" / name).exists(), name
 
 
 def test_the_worker_is_sent_only_what_the_plots_read(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@
 #define FAB_NEVER (1LL << 62)
 
 /* what fab_run hands to Python (io[9..11] say for what) */
-enum { ACT_NONE = 0, ACT_DELIVER = 1, ACT_POLL = 2, ACT_POST_ARRIVE = 3, ACT_POST_SERVICE = 4 };
+enum { ACT_NONE = 0, ACT_DELIVER = 1, ACT_POLL = 2, ACT_POST_ARRIVE = 3, ACT_POST_SERVICE = 4,
+       ACT_ENDPOINT = 5 };
 /* io: the state shared with Python across calls */
 enum { IO_NOW = 0, IO_SEQ = 1, IO_RAN = 2, IO_BOUND_T = 3, IO_BOUND_SEQ = 4, IO_UNTIL = 5,
        IO_TOP_T = 6, IO_TOP_SEQ = 7, IO_BUDGET = 8, IO_A = 9, IO_B = 10, IO_LEN = 11,
@@ -29,8 +30,16 @@ typedef struct {
         i64 arg;        /* a deadline's: the time it was made for */
     } u;
     i32 a;   /* the wire (an arrival) or the switch (a deadline) */
-    i32 len; /* the frame's length; -1: a deadline */
+    i32 len; /* the frame's length; -1: a switch's deadline; -2: an endpoint's timer */
 } ev_t;
+
+/* Endpoints: what sits at a wire's far end other than a switch (a simulator's hosts, in a
+ * library of their own that knows nothing of this one but these two callbacks and the two
+ * fab_ep_* functions). A callback returns 0, or a nonzero code fab_run stops at and hands to
+ * Python (ACT_ENDPOINT, io[IO_A] = code - 1). */
+typedef int (*ep_deliver_fn)(void *ctx, int ep, int port, const uint8_t *data, i32 len,
+                             i64 now);
+typedef int (*ep_timer_fn)(void *ctx, int ep, i64 arg, i64 now);
 
 typedef struct {
     hop_t *T;
@@ -43,6 +52,7 @@ typedef struct {
 typedef struct {
     i64 delay, rate, frames, bytes, dropped;
     int up, dst_sw, dst_port; /* dst_sw -1: the far end is Python's (a host) */
+    int ep, ep_port;          /* or an endpoint's (ep >= 0, with the callbacks set) */
 } wire_t;
 
 typedef struct {
@@ -55,6 +65,9 @@ typedef struct {
     uint8_t *handed; /* the frame of the last event handed to Python (freed at the next run) */
     i32 handed_len;
     i64 *io;
+    ep_deliver_fn ep_deliver;
+    ep_timer_fn ep_timer;
+    void *ep_ctx;
 } fab_t;
 
 fab_t *fab_new(int nsw, int nw, i64 *io) {
@@ -100,6 +113,7 @@ void fab_wire(fab_t *X, int w, int src_sw, int src_port, int dst_sw, int dst_por
     W->dropped = dropped;
     W->dst_sw = dst_sw;
     W->dst_port = dst_port;
+    W->ep = -1;
     if (src_sw >= 0 && src_port >= 0 && src_port < MAXP) X->sw[src_sw].wire[src_port] = w;
 }
 
@@ -109,6 +123,18 @@ void fab_set_up(fab_t *X, int w, int up) { X->w[w].up = up; }
 i64 fab_wire_get(fab_t *X, int w, int what) {
     wire_t *W = &X->w[w];
     return what == 0 ? W->up : what == 1 ? W->frames : what == 2 ? W->bytes : W->dropped;
+}
+
+/* Endpoints: the callbacks, and wire w's far end as endpoint ep's port (dst_sw -1) */
+void fab_set_endpoints(fab_t *X, void *deliver, void *timer, void *ctx) {
+    X->ep_deliver = (ep_deliver_fn)deliver;
+    X->ep_timer = (ep_timer_fn)timer;
+    X->ep_ctx = ctx;
+}
+
+void fab_wire_endpoint(fab_t *X, int w, int ep, int port) {
+    X->w[w].ep = ep;
+    X->w[w].ep_port = port;
 }
 
 void fab_set_hop(fab_t *X, int i, hop_t *T, i64 *F, i64 *out, i64 *res, i64 cpu_port) {
@@ -247,7 +273,27 @@ static int hop_step(fab_t *X, int i, int arrival, int port, const uint8_t *data,
     return 0;
 }
 
+/* -- what endpoints call, from inside their callbacks (or between fab_sync_in and _out) --- */
+
+/* an endpoint's wake-up at t (never before now), handed back with arg */
+void fab_ep_timer(fab_t *X, i64 t, int ep, i64 arg) { ev_push(X, t, ep, arg, NULL, -2); }
+
+/* a frame onto wire w that an endpoint serialized itself: it arrives at t */
+void fab_ep_frame(fab_t *X, i64 t, int w, const uint8_t *data, i32 len) {
+    wire_t *W = &X->w[w];
+    W->frames++;
+    W->bytes += len;
+    uint8_t *copy = pool_get((size_t)len);
+    memcpy(copy, data, (size_t)len);
+    ev_push(X, t, w, 0, copy, len);
+}
+
 /* -- entry points from Python ------------------------------------------------------------- */
+
+/* the clock and counter in from io, and back out with the heap's top: around endpoint calls
+ * Python makes (a program's start) */
+void fab_sync_in(fab_t *X) { enter(X); }
+void fab_sync_out(fab_t *X) { leave(X); }
 
 void fab_transmit(fab_t *X, int w, const uint8_t *data, i32 len) {
     enter(X);
@@ -296,6 +342,15 @@ int fab_run(fab_t *X) {
         X->now = e.t;
         ran++;
         if (X->n) prefetch_frame(&X->heap[0]);
+        if (e.len == -2) { /* an endpoint's timer */
+            int code = X->ep_timer(X->ep_ctx, e.a, e.u.arg, X->now);
+            if (code) {
+                act = ACT_ENDPOINT;
+                io[IO_A] = code - 1;
+                break;
+            }
+            continue;
+        }
         if (e.len < 0) { /* a deadline */
             fsw_t *s = &X->sw[e.a];
             if (e.u.arg != s->poll_at) continue; /* a newer, earlier wake-up replaced it */
@@ -319,6 +374,16 @@ int fab_run(fab_t *X) {
             continue;
         }
         int j = W->dst_sw;
+        if (j < 0 && W->ep >= 0 && X->ep_deliver) {
+            int code = X->ep_deliver(X->ep_ctx, W->ep, W->ep_port, e.u.frame, e.len, X->now);
+            pool_put(e.u.frame, (size_t)e.len);
+            if (code) {
+                act = ACT_ENDPOINT;
+                io[IO_A] = code - 1;
+                break;
+            }
+            continue;
+        }
         if (j < 0 || !X->sw[j].on) {
             act = ACT_DELIVER;
             io[IO_A] = e.a;

@@ -77,6 +77,12 @@ void fab_schedule(fab_t *X, int i, i64 deadline);
 int fab_arrive(fab_t *X, int i, int port, const uint8_t *data, i32 len);
 int fab_service(fab_t *X, int i);
 int fab_run(fab_t *X);
+void fab_set_endpoints(fab_t *X, void *deliver, void *timer, void *ctx);
+void fab_wire_endpoint(fab_t *X, int w, int ep, int port);
+void fab_ep_timer(fab_t *X, i64 t, int ep, i64 arg);
+void fab_ep_frame(fab_t *X, i64 t, int w, const uint8_t *data, i32 len);
+void fab_sync_in(fab_t *X);
+void fab_sync_out(fab_t *X);
 """
 
 _lib: Any = None

@@ -1,0 +1,343 @@
+"""The simulated end hosts in C (cellfabric/sim/native/hosts*.c), under the C fabric.
+
+With the C fabric on (cellfabric.sim.cfabric), a cell still left C at every host: each frame
+a host received, each ACK, each paced cell was a Python call and most of them an event on the
+engine's heap. Here the hosts' per-cell work runs in C too: hosts.sender.Sender (pacing, the
+transport's in-flight map, SACK, timeouts), hosts.receiver.Receiver (reorder, message
+assembly and CRC, ACK/NAK/CNP) and hostsim's Program, SimHost and HostWire, as fabric.c
+endpoints: a frame for a host and a program's wake-up are events of C's heap, and what a host
+sends goes onto its wire there. Python only starts each program (at its step's start) and
+reads the state back for the metrics into the unchanged Python objects, whose ``metrics``
+then writes the same records.
+
+The Python hosts are the reference and the fallback: C covers what ``refusal`` admits (rate
+control ``none``, single-homed hosts, no NVLinks, no INT, no credits, no failures, no offered
+load, no packet trace); any other run says why once and runs the Python hosts. Both give the
+same metrics.json for the same seed (tests/sim/test_sim_chosts.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cellfabric.sim.engine import NS, Engine
+from hosts import cells as cellmod
+from hosts import wire
+from hosts.cells import message_bytes, message_crc
+from hosts.headers import BTH as BTH_LAYOUT
+from hosts.receiver import Flow, Receiver
+from hosts.reorder import ReorderBuffer
+from hosts.sender import Sender
+from hosts.transport import OutMessage
+
+if TYPE_CHECKING:
+    from cellfabric.sim.cfabric import NativeFabric
+    from cellfabric.sim.net import SimFabric
+
+SOURCES = ("hosts.c", "hosts_sender.c", "hosts_receiver.c", "hosts_program.c")
+NATIVE_DIR = Path(__file__).with_name("native")
+
+CDEF = """
+typedef int64_t i64;
+typedef int32_t i32;
+typedef struct hc_t hc_t;
+hc_t *hc_new(int nhosts, const i64 *layout);
+void hc_free(hc_t *H);
+void hc_bind(hc_t *H, void *X, void *push_timer, void *push_frame);
+void hc_port(hc_t *H, int h, int i, int w, double ns_per_byte, i64 delay, const uint8_t *mac);
+int hc_sender(hc_t *H, int host, int host_port, const i64 *iv, const double *dv,
+              const uint8_t *tmpl);
+int hc_receiver(hc_t *H, int host, int host_port, const i64 *iv, const double *dv);
+int hc_start(hc_t *H, int id, i64 now_ns);
+int hc_deliver(void *ctx, int host, int nic, const uint8_t *data, i32 len, i64 now_ns);
+int hc_timer(void *ctx, int id, i64 t, i64 now_ns);
+int hc_done(hc_t *H, int id);
+i64 hc_unclaimed(hc_t *H, int h);
+void hc_prog_info(hc_t *H, int id, i64 *iv);
+void hc_sender_info(hc_t *H, int id, i64 *iv, double *dv, double *msgs);
+int hc_receiver_flows(hc_t *H, int id, i64 *iv);
+void hc_flow_info(hc_t *H, int id, int f, i64 *iv, double *dv);
+void hc_flow_detail(hc_t *H, int id, int f, i64 *hist, i64 *rec, double *completion);
+"""
+
+_ffi: Any = None
+_lib: Any = None
+_why_not: str | None = None
+
+
+def library() -> Any:
+    """The hosts' library (built once per source, cached beside p4sim's), or None."""
+    global _ffi, _lib, _why_not
+    if _lib is not None or _why_not is not None:
+        return _lib
+    from p4sim.switch.native import build
+
+    why = build.available()
+    if why is not None:
+        _why_not = why
+        return None
+    import cffi
+
+    source = "\n".join((NATIVE_DIR / name).read_text() for name in SOURCES)
+    flags = " ".join(build.CFLAGS)
+    key = hashlib.sha256((flags + "\n" + source).encode()).hexdigest()[:24]
+    path = build.cache_dir() / f"cellfabric-hosts-{key}.so"
+    if not path.exists():
+        try:
+            _compile(build.compiler() or "cc", build.CFLAGS, source, path)
+        except RuntimeError as e:
+            _why_not = str(e)
+            return None
+    _ffi = cffi.FFI()
+    _ffi.cdef(CDEF)
+    _lib = _ffi.dlopen(str(path))
+    return _lib
+
+
+def _compile(cc: str, cflags: tuple[str, ...], source: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        src, out = Path(tmp) / "hosts.c", Path(tmp) / "hosts.so"
+        src.write_text(source)
+        proc = subprocess.run([cc, *cflags, "-shared", "-fPIC", "-o", str(out), str(src),
+                               "-lm"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            first = (proc.stderr.strip().splitlines() or ["?"])[0]
+            raise RuntimeError(f"the hosts' C did not compile ({first})")
+        os.replace(out, path)
+
+
+def refusal(fabric: SimFabric, cc: str, workload: Any, failures: bool) -> str | None:
+    """None when the C hosts can run this run's hosts, else why not (decided once)."""
+    from cellfabric.core.hostplan import host_reports
+
+    topo = fabric.topo
+    if cc != "none":
+        return f"rate control {cc} (C hosts cover none)"
+    if topo.fabric.int.mode == "switch-sink" or host_reports(topo):
+        return "INT reports"
+    if failures:
+        return "link failures scheduled"
+    if topo.nvlinks:
+        return "NVLinks"
+    if any(topo.host_ports(h) != 1 for h in topo.hosts):
+        return "dual-homed hosts"
+    if any(getattr(st, "mean_gap_s", 0) for st in workload.steps):
+        return "offered load (Poisson arrivals)"
+    if library() is None:
+        return _why_not or "no hosts library"
+    return None
+
+
+def layout() -> list[int]:
+    """hosts.c's LAY: every wire constant and BTH offset, from hosts.wire and hosts.headers."""
+    return [wire.ROCE_UDP_PORT, wire.INT_DSCP, wire.OP_ACK, wire.OP_CNP,
+            BTH_LAYOUT.byte_offset("pad"), BTH_LAYOUT.shift("pad"),
+            BTH_LAYOUT.byte_offset("ackreq"), 1 << BTH_LAYOUT.shift("becn"),
+            BTH_LAYOUT.byte_offset("opcode"), wire.SACK_VERSION, wire.SACK_F_INT_ECHO,
+            wire.SACK_F_GRANT, wire.AETH_NAK_SEQ, wire.SACK_BITMAP_BYTES, cellmod.IP_TTL,
+            cellmod.IP_DF]
+
+
+class NativeHosts:
+    """The C hosts of a SimFabric whose NativeFabric has its hosts' wires (``host_wires``)."""
+
+    def __init__(self, fabric: SimFabric, nf: NativeFabric) -> None:
+        self.lib = lib = library()
+        self.ffi = ffi = _ffi
+        self.engine: Engine = fabric.engine
+        self.nf = nf
+        self.names = list(fabric.hosts)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        H = lib.hc_new(len(self.names), ffi.new("i64[]", layout()))
+        self.H = ffi.gc(H, lib.hc_free)
+        flib, fffi = nf.lib, nf.ffi
+
+        def addr(fn: Any) -> Any:
+            return ffi.cast("void *", int(fffi.cast("uintptr_t", fn)))
+
+        lib.hc_bind(H, ffi.cast("void *", int(fffi.cast("uintptr_t", nf.X))),
+                    addr(flib.fab_ep_timer), addr(flib.fab_ep_frame))
+        flib.fab_set_endpoints(nf.X, fffi.cast("void *", int(ffi.cast("uintptr_t",
+                                                                      lib.hc_deliver))),
+                               fffi.cast("void *", int(ffi.cast("uintptr_t", lib.hc_timer))),
+                               fffi.cast("void *", int(ffi.cast("uintptr_t", H))))
+        for name, host in fabric.hosts.items():
+            h = self.index[name]
+            for port, w in enumerate(nf.host_wire_index[name]):
+                hw = host.wires[port]
+                lib.hc_port(H, h, port, w, hw.ns_per_byte, hw.delay_ns,
+                            bytes.fromhex(host.macs[port].replace(":", "")))
+        for w, (host, port) in nf.to_host.items():
+            flib.fab_wire_endpoint(nf.X, w, self.index[host], port)
+        self._on_done: dict[int, Callable[[Any], None]] = {}
+        self.programs: dict[int, CProgram] = {}
+
+    def unclaimed(self) -> int:
+        return sum(int(self.lib.hc_unclaimed(self.H, h)) for h in range(len(self.names)))
+
+    # -- programs ---------------------------------------------------------------------------
+    def receiver(self, host: str, node: Receiver) -> CProgram:
+        cfg = node.cfg
+        port = _host_port(node.ports[0])
+        iv = self.ffi.new("i64[]", [cfg.window, cfg.ack_every, cfg.keep_records,
+                                    cfg.start_psn])
+        dv = self.ffi.new("double[]", [cfg.ack_delay_s, cfg.nak_holdoff_s, cfg.cnp_interval_s])
+        pid = self.lib.hc_receiver(self.H, self.index[host], port, iv, dv)
+        return self._program(pid, node, None)
+
+    def sender(self, host: str, node: Sender, on_done: Callable[[Any], None]) -> CProgram:
+        cfg, tmpl = node.cfg, node.templates[0]
+        port = _host_port(node.ports[0])
+        cells = cellmod.cell_count(cfg.msg_size, cfg.payload_len)
+        iv = self.ffi.new("i64[]", [
+            cfg.qpn, cfg.payload_len, cfg.msg_size, cfg.count, cfg.seed, cfg.start_psn,
+            cfg.max_inflight_cells, node.frame_len, cells, len(tmpl.template), tmpl.bth_off,
+            tmpl.payload_off, tmpl._ip_sum])
+        dv = self.ffi.new("double[]", [cfg.rto_s, cfg.sack_holdoff_s, cfg.health_interval_s,
+                                       cfg.idle_poll_s, node.bucket.rate_bps,
+                                       node.bucket.burst_bytes])
+        pid = self.lib.hc_sender(self.H, self.index[host], port, iv, dv, tmpl.template)
+        return self._program(pid, node, on_done)
+
+    def _program(self, pid: int, node: Any, on_done: Callable[[Any], None] | None) -> CProgram:
+        prog = CProgram(self, pid, node, on_done)
+        self.programs[pid] = prog
+        node._native = (self, pid)
+        return prog
+
+    def start(self, pid: int) -> None:
+        """Program.start, between the engine and C: the clock and counter go in and back."""
+        nf, eng = self.nf, self.engine
+        io = nf.io
+        io[0], io[1] = eng.now, eng._seq
+        nf.lib.fab_sync_in(nf.X)
+        code = self.lib.hc_start(self.H, pid, eng.now)
+        nf.lib.fab_sync_out(nf.X)
+        eng._seq = io[1]
+        if code:
+            self.finished(code - 1)
+
+    def finished(self, pid: int) -> None:
+        """A sender's run is over (C handed it over): the harness's on_done."""
+        prog = self.programs[pid]
+        if prog.on_done is not None:
+            prog.on_done(prog)
+
+    # -- reading back -----------------------------------------------------------------------
+    def sync_sender(self, pid: int, node: Sender) -> None:
+        ffi, lib = self.ffi, self.lib
+        iv, dv = ffi.new("i64[16]"), ffi.new("double[2]")
+        lib.hc_sender_info(self.H, pid, iv, dv, ffi.NULL)
+        done = iv[11]
+        msgs = ffi.new("double[]", max(1, 3 * done))
+        lib.hc_sender_info(self.H, pid, iv, dv, msgs)
+        if iv[15]:
+            raise RuntimeError(f"C hosts: sender {node.cfg.qpn} met {iv[15]} ACKs with INT or "
+                               "grants, which its run was admitted without")
+        cfg, tr = node.cfg, node.transport
+        st = tr.stats
+        for k, name in enumerate(st.__dataclass_fields__):
+            setattr(st, name, int(iv[k]))
+        cells = cellmod.cell_count(cfg.msg_size, cfg.payload_len)
+        tr.done = [OutMessage(m, b"", cfg.start_psn + m * cells, cfg.start_psn + (m + 1) * cells,
+                              cells, msgs[3 * m],
+                              None if math.isnan(msgs[3 * m + 1]) else msgs[3 * m + 1],
+                              msgs[3 * m + 2]) for m in range(done)]
+        tr.srtt = None if math.isnan(dv[0]) else dv[0]
+        tr.rttvar = dv[1]
+        node._messages_added = int(iv[10])
+        node.crcs = [message_crc(message_bytes(m, cfg.msg_size, cfg.seed))
+                     for m in range(min(node._messages_added, 10000))]
+        node.cnps, node.malformed = int(iv[12]), int(iv[13])
+        self._sync_port(pid, node)
+
+    def _sync_port(self, pid: int, node: Any) -> None:
+        iv = self.ffi.new("i64[3]")
+        self.lib.hc_prog_info(self.H, pid, iv)
+        node.ports[0].sent, node.ports[0].send_errors = int(iv[0]), int(iv[1])
+
+    def sync_receiver(self, pid: int, node: Receiver) -> None:
+        ffi, lib = self.ffi, self.lib
+        head = ffi.new("i64[2]")
+        nflows = lib.hc_receiver_flows(self.H, pid, head)
+        node.messages_total, node.not_roce = int(head[0]), int(head[1])
+        node.flows = {}
+        iv, dv = ffi.new("i64[20]"), ffi.new("double[2]")
+        for f in range(nflows):
+            lib.hc_flow_info(self.H, pid, f, iv, dv)
+            window, nrec = int(iv[18]), int(iv[16])
+            hist = ffi.new("i64[]", window + 1)
+            rec = ffi.new("i64[]", max(1, 3 * nrec))
+            comp = ffi.new("double[]", max(1, nrec))
+            lib.hc_flow_detail(self.H, pid, f, hist, rec, comp)
+            key = (int(iv[17]).to_bytes(4, "big"), int(iv[0]))
+            rb = ReorderBuffer(window=window, expected=int(iv[19]))
+            st = rb.stats
+            (st.received, st.delivered, st.out_of_order, st.duplicates, st.beyond_window,
+             st.max_depth, st.reorder_delayed) = (int(v) for v in iv[9:16])
+            st.reorder_delay_max_s, st.reorder_delay_sum_s = dv[0], dv[1]
+            st.depth_hist = {d: int(hist[d]) for d in range(window + 1) if hist[d]}
+            flow = Flow(key, key[1], node.ports[0], None, rb)  # type: ignore[arg-type]
+            (flow.cells, flow.ce_cells, flow.int_cells, flow.cnps, flow.acks, flow.naks,
+             flow.delivered_messages) = (int(v) for v in iv[1:8])
+            flow.assembler.malformed = int(iv[8])
+            flow.messages = [{"index": int(rec[3 * i]), "length": int(rec[3 * i + 1]),
+                              "crc32": int(rec[3 * i + 2]), "completion_s": comp[i]}
+                             for i in range(nrec)]
+            node.flows[key] = flow
+        self._sync_port(pid, node)
+
+
+def _host_port(nic: Any) -> int:
+    return int(getattr(nic, "host_port", nic.index))
+
+
+class CProgram:
+    """hostsim.Program's face for a program that runs in C."""
+
+    def __init__(self, hosts: NativeHosts, pid: int, node: Any,
+                 on_done: Callable[[Any], None] | None) -> None:
+        self.hosts, self.pid, self.node, self.on_done = hosts, pid, node, on_done
+        self.engine = hosts.engine
+        self.plan: Any = None
+        self.metrics: dict[str, Any] | None = None
+
+    @property
+    def done(self) -> bool:
+        return bool(self.hosts.lib.hc_done(self.hosts.H, self.pid))
+
+    def start(self) -> None:
+        node = self.node
+        if isinstance(node, Sender):  # Sender.begin's own fields (C runs the rest)
+            node._start = self.engine.now / NS
+        self.hosts.start(self.pid)
+
+
+class CSender(Sender):
+    """A Sender whose run is in C: its metrics read C's state back first."""
+
+    _native: tuple[NativeHosts, int]
+
+    def metrics(self, elapsed: float) -> dict[str, object]:
+        hosts, pid = self._native
+        hosts.sync_sender(pid, self)
+        return super().metrics(elapsed)
+
+
+class CReceiver(Receiver):
+    """A Receiver whose run is in C: its metrics read C's state back first."""
+
+    _native: tuple[NativeHosts, int]
+
+    def metrics(self, elapsed: float) -> dict[str, object]:
+        hosts, pid = self._native
+        hosts.sync_receiver(pid, self)
+        return super().metrics(elapsed)

@@ -26,7 +26,9 @@ ENGINE_RUN = ("cellfabric/sim/engine.py", "run")
 # the switch hop in C (cellfabric/sim/hop.py) replaces receive and poll where it runs
 HOP = [("cellfabric/sim/hop.py", "_hop_receive"), ("cellfabric/sim/hop.py", "_hop_poll")]
 # the C fabric (cellfabric/sim/cfabric.py): a run's own time is C's (the hops, the switch
-# wires and their heap); what it hands over to Python is counted where it lands
+# wires and their heap, and the hosts too when they run in C: cellfabric.sim.chosts; profile
+# with SimFabric.native_hosts off to see the hosts' share); what it hands over to Python is
+# counted where it lands
 C_FABRIC_RUN = ("cellfabric/sim/cfabric.py", "run")
 DATA_PLANE = [("p4sim/switch/dataplane.py", "receive"), ("p4sim/switch/dataplane.py", "poll"),
               ("p4sim/switch/tm.py", "next_deadline"), *HOP]

@@ -127,9 +127,12 @@ class PlotWorker:
         return sorted(written, key=lambda p: FIGURES.index(p.name))
 
     def _died(self) -> PlotWorkerError:
+        """The error for a worker that is gone (its pipe broke): it may still be dying."""
         self._pending = False
-        for proc in self._procs:
-            if not proc.is_alive() and proc.pid is not None:
+        started = [p for p in self._procs if p.pid is not None]
+        ended = wait([p.sentinel for p in started], timeout=JOIN_S)
+        for proc in started:
+            if proc.sentinel in ended:
                 proc.join(JOIN_S)
                 return PlotWorkerError(f"plot worker exited (code {proc.exitcode}) "
                                        "before the plots were written")

@@ -2,9 +2,11 @@
 switches' hops, every wire that leaves a switch port, and the events of both (queue-service
 deadlines, frame arrivals) in C's own heap, which Engine.run merges with its own by (time,
 sequence). A cell then crosses the fabric's switches in one C call instead of returning to
-the engine at each hop. Hosts stay Python: a frame for a host, for a switch whose hop is not
-active in C, or a hop result that needs the Python path (a packet-in, a packet leaving the C
-hop) is handed back at its turn and runs on the Python path's own code.
+the engine at each hop. A frame for a host goes to the C hosts when the run has them
+(cellfabric.sim.chosts: fabric.c's endpoints, whose timers share C's heap), else it is handed
+back; so is a frame for a switch whose hop is not active in C, or a hop result that needs the
+Python path (a packet-in, a packet leaving the C hop): at its turn, to the Python path's own
+code.
 
 The plain path (SimFabric.native_fabric off: net.Wire, SimSwitch._schedule / _poll on the
 engine) is the reference: the same events, in the same order, with the same sequence numbers

@@ -129,7 +129,7 @@ def refusal(fabric: SimFabric, cc: str, workload: Any, failures: bool) -> str | 
         return "NVLinks"
     if any(topo.host_ports(h) != 1 for h in topo.hosts):
         return "dual-homed hosts"
-    if any(getattr(st, "mean_gap_s", 0) for st in workload.steps):
+    if any(t.load for st in workload.steps for t in st.transfers):
         return "offered load (Poisson arrivals)"
     if library() is None:
         return _why_not or "no hosts library"
@@ -186,6 +186,7 @@ class NativeHosts:
     # -- programs ---------------------------------------------------------------------------
     def receiver(self, host: str, node: Receiver) -> CProgram:
         cfg = node.cfg
+        _covered("receiver", node.ports, cfg.collector is None and cfg.credit_cells_per_s <= 0)
         port = _host_port(node.ports[0])
         iv = self.ffi.new("i64[]", [cfg.window, cfg.ack_every, cfg.keep_records,
                                     cfg.start_psn])
@@ -195,6 +196,8 @@ class NativeHosts:
 
     def sender(self, host: str, node: Sender, on_done: Callable[[Any], None]) -> CProgram:
         cfg, tmpl = node.cfg, node.templates[0]
+        _covered("sender", node.ports, cfg.cc == "none" and not cfg.int_source
+                 and not cfg.mean_gap_s and not cfg.duration_s and cfg.count > 0)
         port = _host_port(node.ports[0])
         cells = cellmod.cell_count(cfg.msg_size, cfg.payload_len)
         iv = self.ffi.new("i64[]", [
@@ -294,6 +297,14 @@ class NativeHosts:
                              for i in range(nrec)]
             node.flows[key] = flow
         self._sync_port(pid, node)
+
+
+def _covered(role: str, ports: list[Any], ok: bool) -> None:
+    """A program ``refusal`` should have kept off the C hosts is a bug, said as one."""
+    if not ok or len(ports) != 1:
+        raise RuntimeError(f"C hosts: a {role} they do not cover reached them (one port, rate "
+                           "control none, no INT, credits, arrivals or duration); "
+                           "chosts.refusal should have refused the run")
 
 
 def _host_port(nic: Any) -> int:

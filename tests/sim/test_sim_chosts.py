@@ -115,6 +115,8 @@ def test_the_lossy_runs_retransmit_every_way(tmp_path: Path,
      "off: NVLinks"),
     (["leaf-spine", "--workload", "all-to-all", "--size", "32768", "--cc", "none",
       "--fail", "l1-s1@0.000004"], "off: link failures scheduled"),
+    (["fat-tree:k=4", "--workload", "permutation", "--size", "65536", "--cc", "none",
+      "--load", "0.5"], "off: offered load (Poisson arrivals)"),
 ])
 def test_runs_the_c_hosts_do_not_cover_say_why(args: list[str], why: str, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,9 +41,14 @@ def test_the_speed_row_shows_both_simulators_and_the_ratios() -> None:
     row = _speed_row({"k": 8, "hosts": 128, "size": 1 << 20, "cellfabric": cf, "htsim": ht,
                       "ratios": {"whole_command_over_htsim": 150.0,
                                  "engine_over_htsim": 120.0}}, "today")
-    for part in ("k=8", "128 hosts", "1024 KiB", "**300 s**", "engine 240 s", "**2.00 s**",
+    for part in ("k=8", "128 hosts", "1024 KiB", "**300.0 s**", "engine 240.0 s", "**2.00 s**",
                  "3,600,000 events", "**150.00x**", "120.00x"):
         assert part in row, part
+    assert "s (best of" not in row  # one run of cellfabric: no list of runs
+    three = _speed_row({"k": 8, "hosts": 128, "size": 1 << 20, "htsim": ht,
+                        "cellfabric": {**cf, "whole_command_runs_s": [310.0, 300.0, 305.5]},
+                        "ratios": {}}, "today")
+    assert "**300.0 s** (best of 3: 310.0, 300.0, 305.5 s)" in three
     failed = _speed_row({"k": 8, "hosts": 128, "size": 1 << 20, "cellfabric": cf,
                          "htsim": {"error": "htsim: no build.sh"}}, "today")
     assert "htsim: not run (htsim: no build.sh)" in failed

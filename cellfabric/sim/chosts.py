@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,32 +83,18 @@ def library() -> Any:
     import cffi
 
     source = "\n".join((NATIVE_DIR / name).read_text() for name in SOURCES)
-    flags = " ".join(build.CFLAGS)
-    key = hashlib.sha256((flags + "\n" + source).encode()).hexdigest()[:24]
-    path = build.cache_dir() / f"cellfabric-hosts-{key}.so"
-    if not path.exists():
-        try:
-            _compile(build.compiler() or "cc", build.CFLAGS, source, path)
-        except RuntimeError as e:
-            _why_not = str(e)
-            return None
-    _ffi = cffi.FFI()
-    _ffi.cdef(CDEF)
-    _lib = _ffi.dlopen(str(path))
+    # p4sim's cache and compiler (bounded with the programs' libraries), this library's FFI
+    key = "hosts-" + hashlib.sha256((" ".join(build.CFLAGS) + "\n" + source).encode()
+                                    ).hexdigest()[:24]
+    loader = cffi.FFI()
+    loader.cdef(CDEF)
+    try:
+        _lib = build.build(key, source, loader=loader, libs=("-lm",))
+    except Exception as e:  # no compiler that takes it: the Python hosts run
+        _why_not = f"the hosts' C did not build ({e})"
+        return None
+    _ffi = loader
     return _lib
-
-
-def _compile(cc: str, cflags: tuple[str, ...], source: str, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-        src, out = Path(tmp) / "hosts.c", Path(tmp) / "hosts.so"
-        src.write_text(source)
-        proc = subprocess.run([cc, *cflags, "-shared", "-fPIC", "-o", str(out), str(src),
-                               "-lm"], capture_output=True, text=True)
-        if proc.returncode != 0:
-            first = (proc.stderr.strip().splitlines() or ["?"])[0]
-            raise RuntimeError(f"the hosts' C did not compile ({first})")
-        os.replace(out, path)
 
 
 def refusal(fabric: SimFabric, cc: str, workload: Any, failures: bool) -> str | None:

@@ -101,8 +101,10 @@ def library_path(key: str) -> Path:
     return cache_dir() / f"p4sim-{key}.so"
 
 
-def build(key: str, source: str) -> Any:
-    """The loaded library for ``source`` (cached under ``key``), compiling it if needed."""
+def build(key: str, source: str, loader: Any = None, libs: tuple[str, ...] = ()) -> Any:
+    """The loaded library for ``source`` (cached under ``key``), compiling it if needed.
+    ``loader``: the cffi FFI to load it through (default: this module's, with CDEF); ``libs``:
+    linker flags after the source (``-lm``)."""
     lib = _loaded.get(key)
     if lib is not None:
         return lib
@@ -119,12 +121,12 @@ def build(key: str, source: str) -> Any:
             src.write_text(source)
             out = Path(tmp) / "prog.so"
             proc = subprocess.run([cc, *CFLAGS, "-shared", "-fPIC", "-w", "-o", str(out),
-                                   str(src)], capture_output=True, text=True)
+                                   str(src), *libs], capture_output=True, text=True)
             if proc.returncode != 0:
                 first = (proc.stderr.strip().splitlines() or ["?"])[0]
                 raise Unsupported(f"generated C did not compile ({first})")
             os.replace(out, path)  # atomic: concurrent builders never see half a file
         cache.prune(path.parent, "p4sim-*.so", MAX_CACHED)
-    lib = ffi().dlopen(str(path))
+    lib = (loader or ffi()).dlopen(str(path))
     _loaded[key] = lib
     return lib

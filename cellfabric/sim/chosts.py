@@ -126,7 +126,8 @@ def layout() -> list[int]:
             BTH_LAYOUT.byte_offset("ackreq"), 1 << BTH_LAYOUT.shift("becn"),
             BTH_LAYOUT.byte_offset("opcode"), wire.SACK_VERSION, wire.SACK_F_INT_ECHO,
             wire.SACK_F_GRANT, wire.AETH_NAK_SEQ, wire.SACK_BITMAP_BYTES, cellmod.IP_TTL,
-            cellmod.IP_DF]
+            cellmod.IP_DF, wire.OP_SEND_FIRST, wire.OP_SEND_MIDDLE, wire.OP_SEND_LAST_IMM,
+            wire.OP_SEND_ONLY_IMM, wire.ECN_CE]
 
 
 class NativeHosts:
@@ -160,7 +161,6 @@ class NativeHosts:
                             bytes.fromhex(host.macs[port].replace(":", "")))
         for w, (host, port) in nf.to_host.items():
             flib.fab_wire_endpoint(nf.X, w, self.index[host], port)
-        self._on_done: dict[int, Callable[[Any], None]] = {}
         self.programs: dict[int, CProgram] = {}
 
     def unclaimed(self) -> int:

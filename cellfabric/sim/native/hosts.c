@@ -29,7 +29,8 @@ typedef void (*push_frame_fn)(void *X, i64 t, int w, const uint8_t *data, i32 le
 /* layout constants from hosts.wire / hosts.cells (hc_layout; derived there, not here) */
 enum { L_ROCE_PORT, L_INT_DSCP, L_OP_ACK, L_OP_CNP, L_PAD_BYTE, L_PAD_SHIFT, L_PSN_WORD,
        L_BECN, L_OPCODE, L_SACK_VERSION, L_SACK_INT, L_SACK_GRANT, L_NAK, L_BITMAP,
-       L_TTL, L_DF, L_COUNT };
+       L_TTL, L_DF, L_OP_FIRST, L_OP_MIDDLE, L_OP_LAST_IMM, L_OP_ONLY_IMM, L_ECN_CE,
+       L_COUNT };
 static i64 LAY[L_COUNT];
 
 static void *xcalloc(size_t n, size_t s) {
@@ -122,8 +123,10 @@ static int parse_roce(const uint8_t *b, i32 n, roce_t *f) {
     return 1;
 }
 
-static int is_data(int op) { return op == 0x00 || op == 0x01 || op == 0x03 || op == 0x05; }
-static int is_last(int op) { return op == 0x03 || op == 0x05; }
+static int is_last(int op) { return op == LAY[L_OP_LAST_IMM] || op == LAY[L_OP_ONLY_IMM]; }
+static int is_data(int op) {
+    return op == LAY[L_OP_FIRST] || op == LAY[L_OP_MIDDLE] || is_last(op);
+}
 
 static uint16_t ip_checksum(const uint8_t *h) {
     uint32_t total = 0;

@@ -204,7 +204,7 @@ static void a_take(flow_t *F, const uint8_t *d, i64 n) {
 
 static int a_add(rcv_t *R, flow_t *F, int opcode, const uint8_t *pay, i32 n, int pad,
                  double arrived, double now) {
-    if ((opcode == 0x00 || opcode == 0x05) && F->a_has_held) {
+    if ((opcode == LAY[L_OP_FIRST] || opcode == LAY[L_OP_ONLY_IMM]) && F->a_has_held) {
         F->a_malformed++;
         a_reset(F);
     }
@@ -271,7 +271,7 @@ static void rcv_frame(hc_t *H, prog_t *P, const uint8_t *b, const roce_t *f, dou
         }
     if (!F) F = new_flow(R, f, H->host[P->host].mac[P->host_port[0]]);
     F->cells++;
-    if (f->ecn == 3) {
+    if (f->ecn == LAY[L_ECN_CE]) {
         F->ce_cells++;
         if (now - F->last_cnp >= R->cnp_interval_s) {
             F->last_cnp = now;

@@ -23,6 +23,8 @@ typedef struct snd_t {
     double tokens, stamp, last_send, next_health, start;
     int has_stamp, paced_idle;
     i64 rr, cnps, malformed, unsupported;
+    uint8_t unit[264]; /* cells.message_bytes' repeating unit of message unit_index */
+    i64 unit_index;
 } snd_t;
 
 enum { S_SENT, S_NEW, S_RETX_SACK, S_RETX_NAK, S_RETX_TIMEOUT, S_RETX_FAILOVER, S_ACKS, S_NAKS,
@@ -103,16 +105,20 @@ static void add_messages(snd_t *S, double now) {
     }
 }
 
-/* cells.message_bytes(index, size, seed)[off:off+n] into out */
+/* cells.message_bytes(index, size, seed)[off:off+n] into out: its unit (seed, index, then
+ * bytes 0..255) repeated */
 static void message_slice(snd_t *S, i64 index, i64 off, i64 n, uint8_t *out) {
-    uint8_t unit[264];
-    wr32(unit, (uint32_t)S->seed);
-    wr32(unit + 4, (uint32_t)index);
-    for (int i = 0; i < 256; i++) unit[8 + i] = (uint8_t)i;
+    if (index != S->unit_index) {
+        wr32(S->unit + 4, (uint32_t)index);
+        S->unit_index = index;
+    }
     i64 u = off % 264;
-    for (i64 i = 0; i < n; i++) {
-        out[i] = unit[u];
-        if (++u == 264) u = 0;
+    while (n > 0) {
+        i64 run = 264 - u < n ? 264 - u : n;
+        memcpy(out, S->unit + u, (size_t)run);
+        out += run;
+        n -= run;
+        u = 0;
     }
 }
 
@@ -123,15 +129,15 @@ static i32 build_cell(snd_t *S, i64 seq, uint8_t *buf) {
     int opcode, pad = 0;
     i64 offset = index * plen, length;
     if (n == 1) {
-        opcode = 0x05;
+        opcode = (int)LAY[L_OP_ONLY_IMM];
         offset = 0;
         length = len;
     } else if (index == n - 1) {
-        opcode = 0x03;
+        opcode = (int)LAY[L_OP_LAST_IMM];
         if (offset > len) offset = len;
         length = len - index * plen > 0 ? len - index * plen : 0;
     } else {
-        opcode = index == 0 ? 0x00 : 0x01;
+        opcode = (int)(index == 0 ? LAY[L_OP_FIRST] : LAY[L_OP_MIDDLE]);
         length = plen < len - offset ? plen : len - offset;
     }
     memcpy(buf, S->tmpl, (size_t)S->tmpl_len);
@@ -401,6 +407,10 @@ static snd_t *snd_new(const i64 *iv, const double *dv, const uint8_t *tmpl) {
     S->payload_off = (i32)iv[11]; S->ip_sum = iv[12];
     S->rto_s = dv[0]; S->holdoff_s = dv[1]; S->health_s = dv[2]; S->idle_poll_s = dv[3];
     S->rate_bps = dv[4]; S->burst = dv[5];
+    wr32(S->unit, (uint32_t)S->seed);
+    wr32(S->unit + 4, 0);
+    for (int i = 0; i < 256; i++) S->unit[8 + i] = (uint8_t)i;
+    S->unit_index = 0;
     S->tmpl = xcalloc((size_t)S->tmpl_len, 1);
     memcpy(S->tmpl, tmpl, (size_t)S->tmpl_len);
     S->snd_una = S->snd_nxt = S->next_seq = S->start_seq;

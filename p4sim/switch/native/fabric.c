@@ -218,6 +218,17 @@ static void leave(fab_t *X) {
 
 /* -- what the Python path's Wire and SimSwitch do ----------------------------------------- */
 
+/* A frame onto wire w, arriving at t: counted, copied (the caller's buffer is reused) and
+ * owned by its event until it arrives. */
+static void wire_push(fab_t *X, i64 t, int w, const uint8_t *data, i32 len) {
+    wire_t *W = &X->w[w];
+    W->frames++;
+    W->bytes += len;
+    uint8_t *copy = pool_get((size_t)len);
+    memcpy(copy, data, (size_t)len);
+    ev_push(X, t, w, 0, copy, len);
+}
+
 /* net.Wire.transmit: serialization (bytes x 8 / rate, rounded up) and the delay; the frame is
  * copied (the caller's buffer is reused) and owned by the event until it arrives. */
 static void transmit(fab_t *X, int w, const uint8_t *data, i32 len) {
@@ -226,12 +237,8 @@ static void transmit(fab_t *X, int w, const uint8_t *data, i32 len) {
         W->dropped++;
         return;
     }
-    W->frames++;
-    W->bytes += len;
     i64 ser = W->rate ? ((i64)len * 8 * NSEC + W->rate - 1) / W->rate : 0;
-    uint8_t *copy = pool_get((size_t)len);
-    memcpy(copy, data, (size_t)len);
-    ev_push(X, X->now + ser + W->delay, w, 0, copy, len);
+    wire_push(X, X->now + ser + W->delay, w, data, len);
 }
 
 /* SimSwitch._schedule: a new deadline replaces the pending one when it is earlier (or the
@@ -280,12 +287,7 @@ void fab_ep_timer(fab_t *X, i64 t, int ep, i64 arg) { ev_push(X, t, ep, arg, NUL
 
 /* a frame onto wire w that an endpoint serialized itself: it arrives at t */
 void fab_ep_frame(fab_t *X, i64 t, int w, const uint8_t *data, i32 len) {
-    wire_t *W = &X->w[w];
-    W->frames++;
-    W->bytes += len;
-    uint8_t *copy = pool_get((size_t)len);
-    memcpy(copy, data, (size_t)len);
-    ev_push(X, t, w, 0, copy, len);
+    wire_push(X, t, w, data, len);
 }
 
 /* -- entry points from Python ------------------------------------------------------------- */

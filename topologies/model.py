@@ -147,6 +147,10 @@ class Topology:
     # was a third of it)
     _peers: dict[tuple[str, int], tuple[str, int]] | None = field(
         default=None, init=False, repr=False, compare=False)
+    # (links counted, adjacency with nothing down): the same rule as _peers (a simulator's
+    # set-up searches from every host twice; rebuilding the map each time was most of it)
+    _adj: tuple[int, dict[str, list[str]]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     def same_server(self, a: str, b: str) -> bool:
         """Whether two different hosts are GPUs of one server (their traffic is NVLink's)."""
@@ -193,15 +197,19 @@ class Topology:
             raise KeyError(f"{node} has no port {port}") from None
 
     def adjacency(self, down: Collection[frozenset[str]] = frozenset()) -> dict[str, list[str]]:
-        """Each node's peers over the links not in ``down`` (each a frozenset of its ends)."""
+        """Each node's peers over the links not in ``down`` (each a frozenset of its ends).
+        With nothing down, one map kept until links are added: read it, never change it."""
+        if not down and self._adj is not None and self._adj[0] == len(self.links):
+            return self._adj[1]
         adj: dict[str, list[str]] = {}
-        # nothing down (the usual case): no frozenset per link to look up (a set-up asks once
-        # per host, three times over)
+        # nothing down (the usual case): no frozenset per link to look up
         links = self.links if not down else [lk for lk in self.links
                                              if frozenset((lk.a, lk.b)) not in down]
         for lk in links:
             adj.setdefault(lk.a, []).append(lk.b)
             adj.setdefault(lk.b, []).append(lk.a)
+        if not down:
+            self._adj = (len(self.links), adj)
         return adj
 
     def distances(self, src: str, down: Collection[frozenset[str]] = frozenset(),

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from cellfabric.sim.engine import NS, Engine
 from hosts import cells as cellmod
 from hosts import wire
-from hosts.cells import message_bytes, message_crc
+from hosts.cells import message_crc_of
 from hosts.headers import BTH as BTH_LAYOUT
 from hosts.receiver import Flow, Receiver
 from hosts.reorder import ReorderBuffer
@@ -240,7 +240,7 @@ class NativeHosts:
         tr.srtt = None if math.isnan(dv[0]) else dv[0]
         tr.rttvar = dv[1]
         node._messages_added = int(iv[10])
-        node.crcs = [message_crc(message_bytes(m, cfg.msg_size, cfg.seed))
+        node.crcs = [message_crc_of(m, cfg.msg_size, cfg.seed)
                      for m in range(min(node._messages_added, 10000))]
         node.cnps, node.malformed = int(iv[12]), int(iv[13])
         self._sync_port(pid, node)

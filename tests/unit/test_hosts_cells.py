@@ -19,6 +19,8 @@ from hosts.cells import (
     cell_count,
     cell_payload,
     message_bytes,
+    message_crc,
+    message_crc_of,
     pad_count,
     parse_roce,
     segment,
@@ -158,3 +160,10 @@ def test_templates_are_the_bytes_scapy_built(int_source: bool, qpn: int, payload
     hdr = (Ether(src=macs[0], dst=macs[1]) / IP(src=ips[0], dst=ips[1], tos=0x8A, flags="DF",
                                                 id=0) / UDP(sport=sport, dport=4321, chksum=0))
     assert bytes(framer.header) == bytes(hdr)
+
+
+@pytest.mark.parametrize("size", [0, 1, 263, 264, 265, 264 * 256 - 1, 264 * 256,
+                                  264 * 256 + 1, 3 * 264 * 256 + 17, 1048576, 100003])
+@pytest.mark.parametrize("index,seed", [(0, 0), (7, 3), (65537, 2**32 - 1)])
+def test_message_crc_of_is_the_crc_of_the_message(size: int, index: int, seed: int) -> None:
+    assert message_crc_of(index, size, seed) == message_crc(message_bytes(index, size, seed))

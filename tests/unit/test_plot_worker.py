@@ -202,3 +202,23 @@ def test_cellfabric_sim_starts_a_worker_and_leaves_none_even_when_the_run_fails(
     with pytest.raises(RuntimeError, match="the simulation failed"):
         run.execute_sim(small)  # type: ignore[arg-type]
     assert seen[1] is None
+
+
+def test_workers_run_below_the_parent_so_its_simulation_keeps_a_core() -> None:
+    parent = os.getpriority(os.PRIO_PROCESS, 0)
+    worker = PlotWorker()
+    try:
+        deadline = time.monotonic() + 30
+        nice: list[int] = []
+        while time.monotonic() < deadline:
+            # the worker renices itself first thing; until then it has the parent's
+            nice = [os.getpriority(os.PRIO_PROCESS, pid) for pid in worker.pids if pid]
+            if nice and all(n == min(19, parent + plotworker.WORKER_NICE) for n in nice):
+                break
+            time.sleep(0.05)
+        assert len(nice) == len(plotworker.SHARES)
+        assert nice == [min(19, parent + plotworker.WORKER_NICE)] * len(nice)
+        assert plotworker.WORKER_NICE > 0
+    finally:
+        worker.close()
+    _no_worker_left(worker)

@@ -106,3 +106,24 @@ def test_tenant_numbers_follow_file_order(tmp_path: Path) -> None:
     data["fabric"]["tenants"] = {"blue": ["h1", "h3"], "red": ["h2", "h4"]}
     topo = parse_topology(data)
     assert [topo.tenant_of(h) for h in ("h1", "h2", "h3", "h4")] == [1, 2, 1, 2]
+
+
+def test_adjacency_kept_between_searches_follows_added_links_and_down_links() -> None:
+    topo = load_topology(TOPO_DIR / "leaf-spine.yaml")
+    first = topo.adjacency()
+    assert topo.adjacency() is first  # kept: a set-up searches from every host
+    spine = next(s for s in topo.switches if topo.switches[s].role == "spine")
+    leaf = next(s for s in topo.switches if topo.switches[s].role == "leaf")
+    host = next(h for h in topo.hosts if leaf in topo.hosts[h].leaves)
+    far = next(h for h in topo.hosts if leaf not in topo.hosts[h].leaves)
+    assert topo.distances(host)[far] == 4
+    # a link added later (host to spine directly) is in the next map and the next search
+    lk = topo.links[0]
+    topo.links.append(type(lk)(spine, host, 99, 9, lk.queue))
+    assert host in topo.adjacency()[spine]
+    assert topo.distances(far)[host] == 3
+    # links down are left out, and leave the map with nothing down as it was
+    down = {frozenset((spine, host))}
+    assert host not in topo.adjacency(down)[spine]
+    assert topo.distances(far, down)[host] == 4
+    assert host in topo.adjacency()[spine]

@@ -190,6 +190,13 @@ class SimSwitch(HopSwitch):
         else:
             self._schedule(self.dp.poll())
 
+    def port_samples(self, counter: str) -> tuple[list[int], list[int], list[int]]:
+        """(ports with a wire, their ``counter`` packets, their queue depths): the run's
+        periodic sample of this switch, in one read of each."""
+        ports = list(self.wires)
+        depth = self.queue_depth
+        return ports, self.dp.counter_packets(counter, ports), [depth(p) for p in ports]
+
     def queue_depth(self, port: int) -> int:
         """Packets waiting for ``port`` now (all priorities)."""
         if self._hop and self._hop.active:

@@ -347,11 +347,15 @@ class SimRun:
         if self.finished:
             return
         t = self.engine.clock()
-        switches = self.fabric.switches.items()
-        self.samples.add_tx(t, {(name, port): sw.dp.counter_read(C_PORT_TX, port)[0]
-                                for name, sw in switches for port in sw.wires})
-        self.samples.add_depth(t, {(name, port): sw.queue_depth(port)
-                                   for name, sw in switches for port in sw.wires})
+        tx: dict[tuple[str, int], int] = {}
+        depth: dict[tuple[str, int], int] = {}
+        for name, sw in self.fabric.switches.items():
+            ports, packets, depths = sw.port_samples(C_PORT_TX)
+            keys = [(name, port) for port in ports]
+            tx.update(zip(keys, packets, strict=True))
+            depth.update(zip(keys, depths, strict=True))
+        self.samples.add_tx(t, tx)
+        self.samples.add_depth(t, depth)
         self.engine.after(self._sample_interval_ns(), self._sample, None)
 
     def _sample_interval_ns(self) -> int:

@@ -3,11 +3,13 @@ rate, propagation delay, buffer size), never from the simulator's own output."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from simlib import bring_up, capture, leaf_spine, send_cells, template
 
+from controlplane.fabric_plan import C_PORT_TX
 from hosts import wire
 from hosts.cells import CellTemplate, parse_roce
 from hosts.layers import parse_int_block
@@ -58,9 +60,12 @@ def test_a_port_offered_twice_its_rate_grows_by_the_difference_until_tail_drop(
     port = run.topo.port_of("l2", "h3")[0]
     cell_ns = _offer_twice(run, "l2", "h3", 100)
     depths: list[int] = []
+    sampled: list[tuple[int, int]] = []  # the run's periodic sampler's read: (tx, depth)
 
     def sample(_: object) -> None:
         depths.append(l2.queue_depth(port))  # (the C hop holds the queues mid-run)
+        ports, tx, depth = l2.port_samples(C_PORT_TX)
+        sampled.append((tx[ports.index(port)], depth[ports.index(port)]))
         if len(depths) < 120:
             run.engine.after(cell_ns, sample)
 
@@ -71,6 +76,10 @@ def test_a_port_offered_twice_its_rate_grows_by_the_difference_until_tail_drop(
     # Two cells arrive and one leaves per cell time: +1 per cell time, until the buffer is full.
     assert depths[:cap] == list(range(1, cap + 1))
     assert max(depths) == cap
+    assert [d for _, d in sampled] == depths
+    # the port sends one cell per cell time while its queue holds any
+    sent = [tx for tx, _ in sampled]
+    assert all(b - a == 1 for a, b in pairwise(sent[:cap + 1]))
     drops = l2.dp.stats().ports[port].queue_drops
     assert len(got) + drops == 200  # every cell arrived or was tail-dropped at l2
     assert drops == 200 - len(got) > 0

@@ -91,6 +91,12 @@ def test_counters_registers_meters_through_the_pipeline() -> None:
     dp.receive(0, p.frame(2, 2))  # miss: NoAction
     assert dp.counter_read("pkts", 5) == (3, 3 * len(frame))
     assert dp.counter_read("pkts", 4) == (0, 0)
+    # a sampler's read of many indices is counter_read's, and its errors are too
+    assert dp.counter_packets("pkts", [5, 4, 5]) == [3, 0, 3]
+    for bad in ([5, 8], [-1]):
+        with pytest.raises(ApiError) as many:
+            dp.counter_packets("pkts", bad)
+        assert many.value.code == Code.OUT_OF_RANGE and str(bad[-1]) in many.value.message
     [e] = dp.table_entries("t")
     assert e.counter == (3, 3 * len(frame))
     dp.direct_counter_write("t", (Exact(1),), 0, 0, 0)

@@ -21,6 +21,7 @@ from cellfabric.sim.engine import NS, Engine
 from cellfabric.sim.hop import HopSwitch
 from cellfabric.sim.hostsim import HostWire, SimHost
 from controlplane.fabric_plan import QueuePlan
+from p4sim.switch import native_select
 from p4sim.switch.dataplane import DataPlane
 from topologies.model import LinkSpec, Topology
 
@@ -254,8 +255,10 @@ class SimFabric:
     def switch_rng(self, name: str) -> random.Random:
         """The switch's own generator (fabric.p4's random(): ECN marking), injected like its
         clock, so a run is a function of its seed and the draws of one switch do not depend
-        on the order in which the others' packets happen to be processed."""
-        return random.Random(f"{self.seed}:{name}")
+        on the order in which the others' packets happen to be processed. It gives
+        random.Random's sequence for that seed, from a state in C memory that the native path
+        draws from directly when it can (native_select.new_rng)."""
+        return native_select.new_rng(f"{self.seed}:{name}")
 
     def _deliver_to(self, node: str, port: int) -> Any:
         if node in self.switches:

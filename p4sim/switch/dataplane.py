@@ -98,8 +98,9 @@ class DataPlane:
         self.clock: Clock = clock or time.monotonic_ns
         self.t0 = self.clock()  # v1model timestamps count microseconds from here
         # Every random draw of the program (random(), the "random" hash), injected like the
-        # clock: a simulator seeds one per switch, a switch process draws OS entropy.
-        self.rng = rng if rng is not None else random.Random()
+        # clock: a simulator seeds one per switch, a switch process draws OS entropy (one the
+        # native path draws from in C when it may run: native_select.new_rng).
+        self.rng = rng if rng is not None else native_select.new_rng(None, self.dataplane_mode)
         self.trace = trace  # p4sim.switch.trace.Tracer (None: no packet trace, no cost)
         if trace is not None:
             trace.clock, trace.t0 = self.clock, self.t0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import sys
 from typing import Any
 
@@ -26,6 +27,17 @@ def _say_once(key: str, message: str) -> None:
         return
     _said.add(key)
     print(message, file=sys.stderr)
+
+
+def new_rng(seed: Any = None, selected: str | None = None) -> random.Random:
+    """A switch's ``random.Random`` (seeded with ``seed``): one whose state the native path
+    draws from in C (crandom.SharedRandom, the same sequence) unless the Python path is chosen
+    (``selected``, default $P4SIM_DATAPLANE) or C cannot be built here."""
+    if mode(selected) == "python":
+        return random.Random(seed)
+    from p4sim.switch.native import crandom
+
+    return crandom.new(seed)
 
 
 def native_state(selected: str, json_bytes: bytes, cp: Any, rng: Any, trace: Any) -> Any:

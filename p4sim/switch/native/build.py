@@ -27,7 +27,7 @@ size_t nat_ctx_size(void);
 int nat_nslots(void);
 int nat_maxd(void);
 int nat_hdr_bytes(void);
-void nat_init(void *C, i64 (*randint)(i64, i64));
+void nat_init(void *C, i64 (*randint)(i64, i64), void *mt);
 void nat_set_table(void *C, int t, i32 n, i64 *m, i32 *act, i64 *data, i32 *goff, i32 *gcnt,
                    i32 *gact, i64 *gdata, i64 *pk, i64 *by, i32 def_act, i64 *def_data,
                    i32 *hidx, i32 hsize, i64 *runs, i32 nk);

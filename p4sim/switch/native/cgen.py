@@ -14,7 +14,7 @@ from typing import Any
 from p4sim.switch.codegen import hexstr
 from p4sim.switch.program import HeaderInstance, HeaderType, Program
 
-GENERATOR_VERSION = "7"
+GENERATOR_VERSION = "8"
 PRELUDE = (Path(__file__).with_name("prelude.h")).read_text()
 MAX_WIDTH = 63  # fields, keys and action data held in an int64 slot as the Python int is
 

@@ -227,7 +227,7 @@ class ActionBlocks:
             lv = g.lvalue(ps[0])
             return ["{", f"  i128 lo = {g.expr(ps[1])}, hi = {g.expr(ps[2])};",
                     f"  if (lo > hi) nat_abort(R, {AB_RANDOM});",
-                    "  " + g.store(lv, "(i128)R->randint((i64)lo, (i64)hi)"), "}"]
+                    "  " + g.store(lv, "(i128)nat_randint(R, (i64)lo, (i64)hi)"), "}"]
         if op == "register_read":
             lv = g.lvalue(ps[0])
             return [g.store(lv, g.expr({"type": "register",

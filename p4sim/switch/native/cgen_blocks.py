@@ -379,7 +379,9 @@ ENTRY_COMMON = r"""
 size_t nat_ctx_size(void) { return sizeof(ctx_t); }
 int nat_nslots(void) { return NSLOTS; }
 int nat_maxd(void) { return MAXD; }
-void nat_init(ctx_t *C, i64 (*randint)(i64, i64)) { memset(C, 0, sizeof *C); C->rt.randint = randint; }
+void nat_init(ctx_t *C, i64 (*randint)(i64, i64), void *mt) {
+    memset(C, 0, sizeof *C); C->rt.randint = randint; C->rt.mt = (mt_t *)mt;
+}
 void nat_set_table(ctx_t *C, int t, i32 n, i64 *m, i32 *act, i64 *data, i32 *goff, i32 *gcnt,
                    i32 *gact, i64 *gdata, i64 *pk, i64 *by, i32 def_act, i64 *def_data,
                    i32 *hidx, i32 hsize, i64 *runs, i32 nk) {

@@ -31,8 +31,59 @@ typedef struct __attribute__((aligned(64))) {
     i64 *pk, *by;   /* direct counter increments since the last flush */
 } tbl_t;
 
+/* The Mersenne Twister (MT19937) of Python's random.Random, drawn here without a call back
+ * into Python: p4sim.switch.native.crandom.SharedRandom keeps its state in this layout (624
+ * words, then the position of the next word: CPython's getstate() order) and the generated
+ * code draws from the same memory, so both paths take turns on one stream. The functions
+ * follow CPython's definitions draw for draw (getrandbits, _randbelow_with_getrandbits). */
+#define MT_N 624
+#define MT_M 397
+typedef struct { uint32_t mt[MT_N]; uint32_t pos; } mt_t;
+
+static void mt_refill(mt_t *s) {
+    for (int i = 0; i < MT_N; i++) {
+        uint32_t y = (s->mt[i] & 0x80000000u) | (s->mt[(i + 1) % MT_N] & 0x7fffffffu);
+        s->mt[i] = s->mt[(i + MT_M) % MT_N] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+    }
+}
+static inline uint32_t mt_next(mt_t *s) {
+    /* The position is read once into a local: if two threads ever drew from one generator at
+     * once (never meant to happen) the draws would be wrong, but no index leaves the array. */
+    uint32_t i = s->pos;
+    if (i >= MT_N) { mt_refill(s); i = 0; }
+    uint32_t y = s->mt[i];
+    s->pos = i + 1;
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
+}
+/* getrandbits(k), 0 <= k <= 128: 32-bit words least significant first, the last (most
+ * significant) one keeping its top k % 32 bits; k == 0 draws nothing. */
+static inline unsigned __int128 mt_bits(mt_t *s, int k) {
+    unsigned __int128 v = 0;
+    for (int sh = 0; k > 0; sh += 32, k -= 32) {
+        uint32_t w = mt_next(s);
+        if (k < 32) w >>= 32 - k;
+        v |= (unsigned __int128)w << sh;
+    }
+    return v;
+}
+/* randint(lo, hi) for lo <= hi: lo + randbelow(n), n = hi - lo + 1 <= 2**64, drawing k =
+ * n.bit_length() bits until the value is below n (a power of two n rejects half the draws,
+ * as in Python). */
+static inline i64 mt_randint(mt_t *s, i64 lo, i64 hi) {
+    unsigned __int128 n = (unsigned __int128)((i128)hi - (i128)lo) + 1, r;
+    int k = 0;
+    while ((n >> k) != 0) k++;
+    do r = mt_bits(s, k); while (r >= n);
+    return (i64)((i128)lo + (i128)r);
+}
+
 typedef struct {
-    i64 (*randint)(i64, i64);
+    i64 (*randint)(i64, i64);  /* a Python generator's randint, called back (mt NULL) */
+    mt_t *mt;                  /* else the shared generator's state, drawn from here */
     i32 counted;    /* a direct counter moved since the last flush */
     i32 abort_code;
     jmp_buf jb;
@@ -52,6 +103,10 @@ typedef struct {
 #define AB_ASSERT 4
 
 static void nat_abort(rt_t *R, int code) { R->abort_code = code; longjmp(R->jb, 1); }
+
+static inline i64 nat_randint(rt_t *R, i64 lo, i64 hi) {
+    return R->mt ? mt_randint(R->mt, lo, hi) : R->randint(lo, hi);
+}
 
 static inline i64 wrapu(i128 v, int w) { return (i64)(v & ((((i128)1) << w) - 1)); }
 static inline i64 wraps(i128 v, int w) {

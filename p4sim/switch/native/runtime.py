@@ -16,6 +16,7 @@ from typing import Any
 from p4sim.switch.api import GroupRef, MemberRef
 from p4sim.switch.native import build
 from p4sim.switch.native.cgen import CGen, Unsupported
+from p4sim.switch.native.crandom import SharedRandom
 from p4sim.switch.packet import PacketAbort
 from p4sim.switch.pipeline import CompiledProgram
 from p4sim.switch.tables import MatchTable
@@ -78,8 +79,17 @@ class NativeState:
         self._ctx = ffi.new("char[]", self.lib.nat_ctx_size() + 64)
         addr = int(ffi.cast("uintptr_t", self._ctx))
         self.C = ffi.cast("void *", (addr + 63) & ~63)
-        self._randint = ffi.callback("i64(i64, i64)", rng.randint)
-        self.lib.nat_init(self.C, self._randint)
+        # random(): drawn in C from a SharedRandom's state (the Python path draws from the same
+        # memory); any other generator (a caller's random.Random, a subclass that may draw
+        # otherwise) is called back for every draw.
+        self._rng = rng  # keeps the state C points to alive
+        if type(rng) is SharedRandom:
+            self._randint = ffi.NULL
+            mt = ffi.cast("void *", rng.address)
+        else:
+            self._randint = ffi.callback("i64(i64, i64)", rng.randint)
+            mt = ffi.NULL
+        self.lib.nat_init(self.C, self._randint, mt)
         self._keep: dict[int, tuple] = {}
         self._empty: tuple[Any, Any] | None = None  # (i64[1], i32[1]) for empty tables
         for rid, name in enumerate(prog.registers):

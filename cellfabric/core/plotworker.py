@@ -39,14 +39,27 @@ def worker_enabled() -> bool:
     return os.environ.get(ENV_DISABLE, "1").strip().lower() not in ("0", "no", "false", "off")
 
 
-def plot_inputs(m: RunMetrics) -> RunMetrics:
-    """The sections write_plots reads, no more: the per-link samples, drops, telemetry and
-    the summary stay in the parent (pickling the whole k=8 RunMetrics costs as much as the
-    sections the plots use, for nothing)."""
+# what each figure reads of RunMetrics, besides run["t0"] (write_plots: every figure's
+# accounting comes from link_load, so every share gets it)
+FIGURE_SECTIONS = {"link_load.png": (), "queue_depth.png": ("queues",),
+                   "flow_rates.png": ("flows",), "completion_times.png": ("messages",),
+                   "reorder_depth.png": ("reorder",)}
+
+
+def plot_inputs(m: RunMetrics, only: tuple[str, ...] | None = None) -> RunMetrics:
+    """The sections write_plots reads for the figures ``only`` (None: all), no more: the
+    per-link samples, drops, telemetry and the summary stay in the parent, and the queue
+    samples (a k=8 run's largest section to unpickle) go only to the share that draws them."""
+    wanted = {sec for fig in (FIGURES if only is None else only)
+              for sec in FIGURE_SECTIONS[fig]}
     run = {"t0": m.run["t0"]} if "t0" in m.run else {}
-    return RunMetrics(run=run, queues=m.queues, flows=m.flows, reorder=m.reorder,
-                      link_load=m.link_load,
-                      messages=[{"fct_s": msg.get("fct_s")} for msg in m.messages])
+    return RunMetrics(
+        run=run, link_load=m.link_load,
+        queues=m.queues if "queues" in wanted else {},
+        flows=m.flows if "flows" in wanted else {},
+        reorder=m.reorder if "reorder" in wanted else {},
+        messages=[{"fct_s": msg.get("fct_s")} for msg in m.messages] if "messages" in wanted
+        else [])
 
 
 class PlotWorkerError(RuntimeError):
@@ -87,12 +100,11 @@ class PlotWorker:
 
     def submit(self, m: RunMetrics, out_dir: Path) -> None:
         named = {f for share in self._shares if share for f in share}
-        inputs = plot_inputs(m)
         try:
             for conn, share in zip(self._conns, self._shares, strict=True):
                 only = share if share is not None else tuple(
                     f for f in FIGURES if f not in named)
-                conn.send_bytes(pickle.dumps((inputs, out_dir, only),
+                conn.send_bytes(pickle.dumps((plot_inputs(m, only), out_dir, only),
                                              protocol=pickle.HIGHEST_PROTOCOL))
         except OSError:  # its end closed: it died (its import failed, or it was killed)
             raise self._died() from None

@@ -108,6 +108,14 @@ def test_the_worker_is_sent_only_what_the_plots_read(tmp_path: Path) -> None:
     write_plots(sent, slim)
     for p in full.iterdir():
         assert p.read_bytes() == (slim / p.name).read_bytes(), p.name
+    assert set(plotworker.FIGURE_SECTIONS) == set(FIGURES)
+    # each figure drawn from only its own sections is the same figure
+    for name in FIGURES:
+        one = plotworker.plot_inputs(_metrics(), (name,))
+        assert bool(one.queues) == (name == "queue_depth.png")
+        assert bool(one.reorder) == (name == "reorder_depth.png")
+        write_plots(one, tmp_path / name, only=(name,))
+        assert (tmp_path / name / name).read_bytes() == (full / name).read_bytes(), name
 
 
 def test_a_plotting_error_in_the_worker_is_the_in_process_error(tmp_path: Path) -> None:

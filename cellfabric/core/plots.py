@@ -202,12 +202,20 @@ def _queue_depths(m: RunMetrics, acct: dict[str, Any]) -> Figure:
     times = sorted({t for s in m.queues.values() for t, _ in s})
     t_end = (times[-1] - t0) if times else 1.0
     heights = [max(1.6, 0.09 * len(k) + 0.9) for k in tiers.values()]
-    fig = new_figure(figsize=(8, sum(heights) + 0.6), layout="constrained")
-    axes = fig.subplots(len(tiers), 1, squeeze=False, gridspec_kw={"height_ratios": heights})
     names = _queue_names(acct)
+    size = (8, sum(heights) + 0.6)
+    # heatmaps only (no legends beside the axes): a fixed layout, measured from the labels
+    fixed = all(len(keys) > MAX_LINES for keys in tiers.values())
+    if fixed:
+        fig = new_figure(figsize=size, dpi=DPI)
+        axes = _stacked_axes(fig, heights, _label_margin_in(fig, tiers, names))
+    else:
+        fig = new_figure(figsize=size, layout="constrained")
+        axes = list(fig.subplots(len(tiers), 1, squeeze=False,
+                                 gridspec_kw={"height_ratios": heights})[:, 0])
     peak = max((v for s in m.queues.values() for _, v in s), default=1) or 1
     image = None
-    for ax, (tier, keys) in zip(axes[:, 0], tiers.items(), strict=True):
+    for ax, (tier, keys) in zip(axes, tiers.items(), strict=True):
         busy = [k for k in keys if any(v for _, v in m.queues[k])]
         if len(keys) <= MAX_LINES:
             for k in keys:
@@ -224,11 +232,62 @@ def _queue_depths(m: RunMetrics, acct: dict[str, Any]) -> Figure:
         ax.set_title(f"{tier}: {len(keys)} queues, {len(busy)} ever non-empty, deepest "
                      f"{max((v for k in keys for _, v in m.queues[k]), default=0)} packets",
                      fontsize=9, loc="left", y=1.0)
-    axes[-1, 0].set_xlabel("time (s)")
-    if image is not None:
-        fig.colorbar(image, ax=list(axes[:, 0]), label="queue depth (packets)", fraction=0.03)
-    fig.suptitle("Queue depth over time")
+    axes[-1].set_xlabel("time (s)")
+    width, height = size
+    if fixed:
+        cax = fig.add_axes(((width - _QD_RIGHT_IN + 0.15) / width, 0.3, 0.12 / width, 0.4))
+        fig.colorbar(image, cax=cax, label="queue depth (packets)")
+        fig.suptitle("Queue depth over time", y=1 - 0.12 / height, va="top")
+        # laid out here: an inert engine, so that one_draw adds no layout of its own
+        from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+        fig.set_layout_engine(PlaceHolderLayoutEngine(adjust_compatible=True,
+                                                      colorbar_gridspec=True))
+    else:
+        if image is not None:
+            fig.colorbar(image, ax=axes, label="queue depth (packets)", fraction=0.03)
+        fig.suptitle("Queue depth over time")
     return fig
+
+
+# A heatmap-only queue-depth figure's layout, in inches: the constrained layout measured
+# every tick label of every panel twice over, a third of the figure's drawing at k=8. The
+# left margin is measured from the labels shown; the rest is the text the figure always has
+# (suptitle; per panel a 9 pt title and the time axis's tick labels; the colorbar's ticks and
+# label on the right).
+_QD_TOP_IN, _QD_GAP_IN, _QD_BOTTOM_IN, _QD_RIGHT_IN = 0.55, 0.55, 0.5, 1.1
+
+
+def _shown_labels(keys: list[str]) -> list[str]:
+    """The queues of a heatmap tier that get a y tick label (at most about 24)."""
+    return keys[::max(1, len(keys) // 24)]
+
+
+def _label_margin_in(fig: Figure, tiers: dict[str, list[str]], names: dict[str, str]) -> float:
+    """Inches left of the axes for the widest tick label shown, the 'queue' label and pads."""
+    from matplotlib.font_manager import FontProperties
+
+    renderer = fig.canvas.get_renderer()
+    tick, label = FontProperties(size=5), FontProperties(size=7)
+    widest = max((renderer.get_text_width_height_descent(names.get(k, k), tick, ismath=False)[0]
+                  for keys in tiers.values() for k in _shown_labels(keys)), default=0.0)
+    tall = renderer.get_text_width_height_descent("queue", label, ismath=False)[1]
+    return 0.08 + widest / fig.dpi + 0.06 + tall / fig.dpi + 0.08
+
+
+def _stacked_axes(fig: Figure, heights: list[float], left_in: float) -> list[Any]:
+    """One axes per tier, top to bottom, sharing the height left by the fixed margins in
+    the proportions of ``heights``."""
+    width, height = fig.get_size_inches()
+    room = height - _QD_TOP_IN - _QD_BOTTOM_IN - _QD_GAP_IN * (len(heights) - 1)
+    scale = room / sum(heights)
+    axes, top = [], height - _QD_TOP_IN
+    for h in heights:
+        bottom = top - h * scale
+        axes.append(fig.add_axes((left_in / width, bottom / height,
+                                  (width - left_in - _QD_RIGHT_IN) / width, h * scale / height)))
+        top = bottom - _QD_GAP_IN
+    return axes
 
 
 def _queue_names(acct: dict[str, Any]) -> dict[str, str]:
@@ -267,9 +326,9 @@ def _heatmap(ax, m: RunMetrics, keys: list[str], t0: float, t_end: float, peak: 
     width = max(t_end, MIN_SPAN_S) / bins
     image = ax.imshow(masked, aspect="auto", interpolation="nearest", cmap=cmap,
                       extent=(0, bins * width, len(keys) - 0.5, -0.5), vmin=0, vmax=peak)
-    step = max(1, len(keys) // 24)
+    step = max(1, len(keys) // 24)  # _shown_labels
     ax.set_yticks(range(0, len(keys), step))
-    ax.set_yticklabels([names.get(k, k) for k in keys[::step]], fontsize=5)
+    ax.set_yticklabels([names.get(k, k) for k in _shown_labels(keys)], fontsize=5)
     gaps = sum(1 for col in zip(*grid, strict=True) if all(v is None for v in col))
     if gaps:
         ax.text(1.0, 1.02, f"grey: no sample ({gaps} of {bins} intervals)", fontsize=6,

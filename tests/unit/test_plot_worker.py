@@ -83,15 +83,17 @@ def test_worker_writes_the_same_files_as_the_in_process_path(tmp_path: Path) -> 
 
 
 def test_two_processes_share_the_figures(tmp_path: Path) -> None:
-    """The queue-depth heatmap (half the drawing at k=8) in one process, the rest in the
-    other: each draws only its share, and the shares together are every figure."""
+    """The queue-depth heatmap and the CDF (half the drawing at k=8) in one process, the
+    rest in the other: each draws only its share, and the shares together are every figure."""
     worker = PlotWorker()
     assert len(set(worker.pids)) == 2
     write_report(_metrics(), tmp_path / "worker", plots=worker)
     _no_worker_left(worker)
-    write_plots(_metrics(), tmp_path / "queues", only=("queue_depth.png",))
-    assert [p.name for p in (tmp_path / "queues").iterdir()] == ["queue_depth.png"]
-    rest = tuple(f for f in FIGURES if f != "queue_depth.png")
+    mine = ("queue_depth.png", "completion_times.png")
+    assert (None, mine) == plotworker.SHARES
+    write_plots(_metrics(), tmp_path / "queues", only=mine)
+    assert sorted(p.name for p in (tmp_path / "queues").iterdir()) == sorted(mine)
+    rest = tuple(f for f in FIGURES if f not in mine)
     write_plots(_metrics(), tmp_path / "rest", only=rest)
     drawn = {p.name for p in (tmp_path / "rest").iterdir()}
     assert drawn == set(rest)

@@ -92,3 +92,47 @@ def test_the_plots_are_made_without_pyplot(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                          text=True, check=True, cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.split() == ["5", "False"]
+
+
+def _heatmap_metrics(name_len: int) -> RunMetrics:
+    """Two tiers of 40 queues each (heatmaps), link directions named ``name_len`` long."""
+    m = RunMetrics(run={"name": "r", "t0": 0.0})
+    links = []
+    for tier, up in (("leaf-spine", True), ("spine-core", False)):
+        for i in range(40):
+            a, b = f"{tier[0]}{i}", "x" * max(1, name_len - 6) + str(i)
+            links.append({"link": f"{a}-{b}", "tier": tier, "capacity_pps": 100,
+                          "directions": {f"{a}->{b}": {"queue": f"{a}:{i + 1}", "up": up,
+                                                       "cells": 5, "other": 1}}})
+    m.link_load = {"window_s": 1.0, "links": links}
+    m.queues = {d["queue"]: [[0.01 * t, (t * 7 + n) % 13] for t in range(50)]
+                for n, lk in enumerate(links) for d in lk["directions"].values()}
+    return m
+
+
+@pytest.mark.parametrize("name_len", [8, 40])
+def test_a_heatmap_queue_figure_laid_out_without_constrained_layout_keeps_its_text_apart(
+        tmp_path: Path, name_len: int) -> None:
+    m = _heatmap_metrics(name_len)
+    fig = plots._queue_depths(m, link_accounting(m.link_load["links"], 1.0))
+    plots.one_draw(fig, tmp_path / "q.png")
+    renderer = fig.canvas.get_renderer()
+    page = fig.bbox
+    heat = [ax for ax in fig.axes if ax.images]
+    assert len(heat) == 2
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text()]
+    for t in texts:  # nothing cut off at the image's edges
+        box = t.get_window_extent(renderer)
+        assert page.x0 <= box.x0 and box.x1 <= page.x1 + 0.5, t.get_text()
+        assert page.y0 <= box.y0 and box.y1 <= page.y1 + 0.5, t.get_text()
+    for ax in heat:
+        ticks = [lb.get_window_extent(renderer) for lb in ax.get_yticklabels() if lb.get_text()]
+        ylabel = ax.yaxis.label.get_window_extent(renderer)
+        assert ticks and max(b.x1 for b in ticks) <= ax.bbox.x0  # labels left of the axes
+        assert ylabel.x1 <= min(b.x0 for b in ticks)  # and the axis label left of them
+    upper, lower = heat
+    xticks = [lb.get_window_extent(renderer) for lb in upper.get_xticklabels() if lb.get_text()]
+    title = lower.title.get_window_extent(renderer)
+    assert min(b.y0 for b in xticks) >= title.y1  # the panel above's ticks clear this title
+    suptitle = fig._suptitle.get_window_extent(renderer)
+    assert suptitle.y0 >= upper.title.get_window_extent(renderer).y1

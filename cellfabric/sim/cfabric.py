@@ -111,6 +111,13 @@ class NativeFabric:
                                                           (lk.b, lk.b_port, lk.a, lk.a_port))):
                 if type(pair[k]) is Wire or (host_wires and type(pair[k]) is HostWire):
                     legs.append((lk.name, k, src, sport, dst, dport, pair[k]))
+        if host_wires:  # NVLinks: GPU to GPU, both ends the C hosts' (no link name: the
+            # fabric's counters never see their frames, as on the Python path)
+            ends = [e for nv in fabric.topo.nvlinks
+                    for e in ((nv.a, nv.a_port, nv.b, nv.b_port),
+                              (nv.b, nv.b_port, nv.a, nv.a_port))]
+            legs += [(None, k, *end, hw) for k, (end, hw) in
+                     enumerate(zip(ends, fabric.nvlink_wires, strict=True))]
         self.io = ffi.new("i64[16]")
         X = lib.fab_new(len(self.switches), len(legs), self.io)
         if X == ffi.NULL:
@@ -125,7 +132,10 @@ class NativeFabric:
                          wire.frames, getattr(wire, "bytes", 0), wire.dropped)
             fw = FabricWire(self, w, wire)
             self.wires.append(fw)
-            fabric.link_wires[name][k] = fw
+            if name is not None:
+                fabric.link_wires[name][k] = fw
+            else:  # its frames counted in C from now on, as a link's host wire's are
+                fabric.nvlink_wires[k] = fw
             if src in index:
                 fabric.switches[src].wires[sport] = fw
             else:

@@ -11,8 +11,9 @@ reads the state back for the metrics into the unchanged Python objects, whose ``
 then writes the same records.
 
 The Python hosts are the reference and the fallback: C covers what ``refusal`` admits (rate
-control ``none``, single-homed hosts, no NVLinks, no INT, no credits, no failures, no offered
-load, no packet trace); any other run says why once and runs the Python hosts. Both give the
+control ``none``, no INT, no credits, no failures, no offered load, no packet trace; hosts
+with any number of NIC and NVLink ports, senders spraying over two); any other run says why
+once and runs the Python hosts. Both give the
 same metrics.json for the same seed (tests/sim/test_sim_chosts.py).
 """
 
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
     from cellfabric.sim.cfabric import NativeFabric
     from cellfabric.sim.net import SimFabric
 
-SOURCES = ("hosts.c", "hosts_sender.c", "hosts_receiver.c", "hosts_program.c")
+SOURCES = ("hosts.c", "hosts_transport.c", "hosts_sender.c", "hosts_receiver.c",
+           "hosts_program.c")
 NATIVE_DIR = Path(__file__).with_name("native")
 
 CDEF = """
@@ -49,20 +51,26 @@ hc_t *hc_new(int nhosts, const i64 *layout);
 void hc_free(hc_t *H);
 void hc_bind(hc_t *H, void *X, void *push_timer, void *push_frame);
 void hc_port(hc_t *H, int h, int i, int w, double ns_per_byte, i64 delay, const uint8_t *mac);
-int hc_sender(hc_t *H, int host, int host_port, const i64 *iv, const double *dv,
-              const uint8_t *tmpl);
-int hc_receiver(hc_t *H, int host, int host_port, const i64 *iv, const double *dv);
+int hc_sender(hc_t *H, int host, int nports, const i32 *host_ports, const i64 *iv,
+              const double *dv, const i64 *ip_sum, const uint8_t *tmpl);
+int hc_receiver(hc_t *H, int host, int nports, const i32 *host_ports, const i64 *iv,
+                const double *dv);
 int hc_start(hc_t *H, int id, i64 now_ns);
 int hc_deliver(void *ctx, int host, int nic, const uint8_t *data, i32 len, i64 now_ns);
 int hc_timer(void *ctx, int id, i64 t, i64 now_ns);
 int hc_done(hc_t *H, int id);
 i64 hc_unclaimed(hc_t *H, int h);
-void hc_prog_info(hc_t *H, int id, i64 *iv);
+void hc_prog_info(hc_t *H, int id, int p, i64 *iv);
+int hc_port_events(hc_t *H, int id, i64 *iv, double *dv);
+int hc_failovers(hc_t *H, int id, i64 *iv, double *dv);
 void hc_sender_info(hc_t *H, int id, i64 *iv, double *dv, double *msgs);
 int hc_receiver_flows(hc_t *H, int id, i64 *iv);
 void hc_flow_info(hc_t *H, int id, int f, i64 *iv, double *dv);
 void hc_flow_detail(hc_t *H, int id, int f, i64 *hist, i64 *rec, double *completion);
 """
+
+# hosts_sender.c's reasons a port went down (0: none), as Sender._check_ports says them
+REASONS = ("", "link down", "no ACK progress")
 
 _ffi: Any = None
 _lib: Any = None
@@ -108,10 +116,6 @@ def refusal(fabric: SimFabric, cc: str, workload: Any, failures: bool) -> str | 
         return "INT reports"
     if failures:
         return "link failures scheduled"
-    if topo.nvlinks:
-        return "NVLinks"
-    if any(topo.host_ports(h) != 1 for h in topo.hosts):
-        return "dual-homed hosts"
     if any(t.load for st in workload.steps for t in st.transfers):
         return "offered load (Poisson arrivals)"
     if library() is None:
@@ -153,7 +157,7 @@ class NativeHosts:
                                                                       lib.hc_deliver))),
                                fffi.cast("void *", int(ffi.cast("uintptr_t", lib.hc_timer))),
                                fffi.cast("void *", int(ffi.cast("uintptr_t", H))))
-        for name, host in fabric.hosts.items():
+        for name, host in fabric.hosts.items():  # NIC ports and NVLinks alike
             h = self.index[name]
             for port, w in enumerate(nf.host_wire_index[name]):
                 hw = host.wires[port]
@@ -169,19 +173,22 @@ class NativeHosts:
     # -- programs ---------------------------------------------------------------------------
     def receiver(self, host: str, node: Receiver) -> CProgram:
         cfg = node.cfg
-        _covered("receiver", node.ports, cfg.collector is None and cfg.credit_cells_per_s <= 0)
-        port = _host_port(node.ports[0])
+        _covered("receiver", cfg.collector is None and cfg.credit_cells_per_s <= 0)
         iv = self.ffi.new("i64[]", [cfg.window, cfg.ack_every, cfg.keep_records,
                                     cfg.start_psn])
         dv = self.ffi.new("double[]", [cfg.ack_delay_s, cfg.nak_holdoff_s, cfg.cnp_interval_s])
-        pid = self.lib.hc_receiver(self.H, self.index[host], port, iv, dv)
+        pid = self.lib.hc_receiver(self.H, self.index[host], len(node.ports),
+                                   self._host_ports(node.ports), iv, dv)
         return self._program(pid, node, None)
 
     def sender(self, host: str, node: Sender, on_done: Callable[[Any], None]) -> CProgram:
-        cfg, tmpl = node.cfg, node.templates[0]
-        _covered("sender", node.ports, cfg.cc == "none" and not cfg.int_source
-                 and not cfg.mean_gap_s and not cfg.duration_s and cfg.count > 0)
-        port = _host_port(node.ports[0])
+        cfg, tmpls = node.cfg, node.templates
+        tmpl = tmpls[0]
+        _covered("sender", cfg.cc == "none" and not cfg.int_source and not cfg.mean_gap_s
+                 and not cfg.duration_s and cfg.count > 0 and len(tmpls) == len(node.ports)
+                 and all((len(t.template), t.bth_off, t.payload_off)
+                         == (len(tmpl.template), tmpl.bth_off, tmpl.payload_off)
+                         for t in tmpls))
         cells = cellmod.cell_count(cfg.msg_size, cfg.payload_len)
         iv = self.ffi.new("i64[]", [
             cfg.qpn, cfg.payload_len, cfg.msg_size, cfg.count, cfg.seed, cfg.start_psn,
@@ -189,9 +196,18 @@ class NativeHosts:
             tmpl.payload_off, tmpl._ip_sum])
         dv = self.ffi.new("double[]", [cfg.rto_s, cfg.sack_holdoff_s, cfg.health_interval_s,
                                        cfg.idle_poll_s, node.bucket.rate_bps,
-                                       node.bucket.burst_bytes])
-        pid = self.lib.hc_sender(self.H, self.index[host], port, iv, dv, tmpl.template)
+                                       node.bucket.burst_bytes, cfg.port_timeout_s,
+                                       cfg.port_retry_s])
+        sums = self.ffi.new("i64[]", [t._ip_sum for t in tmpls])
+        pid = self.lib.hc_sender(self.H, self.index[host], len(node.ports),
+                                 self._host_ports(node.ports), iv, dv, sums,
+                                 b"".join(bytes(t.template) for t in tmpls))
         return self._program(pid, node, on_done)
+
+    def _host_ports(self, ports: list[Any]) -> Any:
+        """The host port each of a program's ports is (an NVLink sender's one port is the
+        NVLink's; a receiver has every port of its host)."""
+        return self.ffi.new("i32[]", [int(getattr(p, "host_port", p.index)) for p in ports])
 
     def _program(self, pid: int, node: Any, on_done: Callable[[Any], None] | None) -> CProgram:
         prog = CProgram(self, pid, node, on_done)
@@ -244,11 +260,39 @@ class NativeHosts:
                      for m in range(min(node._messages_added, 10000))]
         node.cnps, node.malformed = int(iv[12]), int(iv[13])
         self._sync_port(pid, node)
+        self._sync_failovers(pid, node)
 
     def _sync_port(self, pid: int, node: Any) -> None:
-        iv = self.ffi.new("i64[3]")
-        self.lib.hc_prog_info(self.H, pid, iv)
-        node.ports[0].sent, node.ports[0].send_errors = int(iv[0]), int(iv[1])
+        iv = self.ffi.new("i64[4]")
+        for p, port in enumerate(node.ports):
+            self.lib.hc_prog_info(self.H, pid, p, iv)
+            port.sent, port.send_errors, port.up = int(iv[0]), int(iv[1]), bool(iv[3])
+
+    def _sync_failovers(self, pid: int, node: Sender) -> None:
+        """Sender.failovers and each port's events (what _check_ports and _fail record)."""
+        ffi, lib = self.ffi, self.lib
+        n = lib.hc_port_events(self.H, pid, ffi.NULL, ffi.NULL)
+        iv, dv = ffi.new("i64[]", max(1, 3 * n)), ffi.new("double[]", max(1, n))
+        lib.hc_port_events(self.H, pid, iv, dv)
+        for port in node.ports:
+            port.events = []
+        for i in range(n):
+            event: dict[str, object] = {"t": dv[i], "event": "down" if iv[3 * i + 1] else "up"}
+            if iv[3 * i + 1]:
+                event["reason"] = REASONS[iv[3 * i + 2]]
+            node.ports[iv[3 * i]].events.append(event)
+        n = lib.hc_failovers(self.H, pid, ffi.NULL, ffi.NULL)
+        iv, dv = ffi.new("i64[]", max(1, 3 * n)), ffi.new("double[]", max(1, 3 * n))
+        lib.hc_failovers(self.H, pid, iv, dv)
+        node.failovers = []
+        for i in range(n):
+            fo: dict[str, object] = {
+                "port": node.ports[iv[3 * i]].ifname, "reason": REASONS[iv[3 * i + 1]],
+                "detected_at": dv[3 * i], "since_last_progress_s": dv[3 * i + 1],
+                "cells_moved": int(iv[3 * i + 2])}
+            if not math.isnan(dv[3 * i + 2]):
+                fo["recovered_s"] = dv[3 * i + 2]
+            node.failovers.append(fo)
 
     def sync_receiver(self, pid: int, node: Receiver) -> None:
         ffi, lib = self.ffi, self.lib
@@ -282,16 +326,12 @@ class NativeHosts:
         self._sync_port(pid, node)
 
 
-def _covered(role: str, ports: list[Any], ok: bool) -> None:
+def _covered(role: str, ok: bool) -> None:
     """A program ``refusal`` should have kept off the C hosts is a bug, said as one."""
-    if not ok or len(ports) != 1:
-        raise RuntimeError(f"C hosts: a {role} they do not cover reached them (one port, rate "
-                           "control none, no INT, credits, arrivals or duration); "
+    if not ok:
+        raise RuntimeError(f"C hosts: a {role} they do not cover reached them (rate control "
+                           "none, no INT, credits, arrivals or duration); "
                            "chosts.refusal should have refused the run")
-
-
-def _host_port(nic: Any) -> int:
-    return int(getattr(nic, "host_port", nic.index))
 
 
 class CProgram:

@@ -1,7 +1,7 @@
 /* The simulated end hosts in C: hosts.sender.Sender and hosts.receiver.Receiver as
  * cellfabric.sim.hostsim drives them (Program, SimHost, HostWire), for the runs
- * cellfabric.sim.chosts.refusal admits (rate control "none", one NIC port per program, no
- * INT, no credits, no failures, no offered load). The Python hosts are the reference: every
+ * cellfabric.sim.chosts.refusal admits (rate control "none", no INT, no credits, no
+ * failures, no offered load; any number of NIC and NVLink ports per host). The Python hosts are the reference: every
  * step here is the Python code's, in its order, with its float arithmetic, so a run's
  * metrics.json is the same either way (tests/sim/test_sim_chosts.py).
  *
@@ -159,12 +159,12 @@ typedef struct { /* hostsim.HostWire */
 } hwire_t;
 
 typedef struct {
-    hwire_t *wire;
+    hwire_t *wire;        /* per host port: NIC ports, then NVLink ports */
+    uint8_t (*mac)[6];    /* per host port */
     int nwires, receiver; /* receiver: program id, -1 */
     i64 *qpn;
     int *qprog, nsnd;
     i64 unclaimed;
-    uint8_t mac[4][6];
 } host_t;
 
 struct snd_t;
@@ -173,8 +173,10 @@ struct rcv_t;
 typedef struct { /* hostsim.Program with its SimNic ports */
     int sender, host, done;
     i64 wake_at, polls;
-    int nports, host_port[2];
-    i64 sent[2], send_errors[2];
+    /* the program's ports (SimNic.index) -> the host's (SimNic.host_port), and each one's
+     * SimNic.sent / send_errors (a sender's are what its metrics' "ports" list) */
+    int nports, *host_port;
+    i64 *sent, *send_errors;
     struct snd_t *s;
     struct rcv_t *r;
 } prog_t;

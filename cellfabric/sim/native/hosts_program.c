@@ -63,7 +63,7 @@ int hc_deliver(void *ctx, int host, int nic, const uint8_t *data, i32 len, i64 n
     if (port < 0) return 0;
     set_now(H, now_ns);
     if (P->sender) snd_frame(P->s, data, &f, H->now);
-    else rcv_frame(H, P, data, &f, H->now);
+    else rcv_frame(H, P, port, data, &f, H->now);
     return prog_run(H, id);
 }
 
@@ -95,11 +95,14 @@ hc_t *hc_new(int nhosts, const i64 *layout) {
 
 void hc_free(hc_t *H) {
     for (int i = 0; i < H->nprogs; i++) {
-        snd_free(H->prog[i].s);
-        rcv_free(H->prog[i].r);
+        prog_t *P = &H->prog[i];
+        snd_free(P->s);
+        rcv_free(P->r);
+        free(P->host_port); free(P->sent); free(P->send_errors);
     }
     for (int i = 0; i < H->nhosts; i++) {
         free(H->host[i].wire);
+        free(H->host[i].mac);
         free(H->host[i].qpn);
         free(H->host[i].qprog);
     }
@@ -114,33 +117,42 @@ void hc_bind(hc_t *H, void *X, void *push_timer, void *push_frame) {
     H->push_frame = (push_frame_fn)push_frame;
 }
 
-/* host h's NIC port i: its wire into the fabric (w), its serialization and delay, its MAC */
+/* host h's port i (a NIC port or an NVLink): its wire into the fabric (w: to a switch, or
+ * to the peer GPU's endpoint), its serialization and delay, its MAC */
 void hc_port(hc_t *H, int h, int i, int w, double ns_per_byte, i64 delay, const uint8_t *mac) {
     host_t *o = &H->host[h];
     if (i >= o->nwires) {
         o->wire = xrealloc(o->wire, sizeof(hwire_t) * (size_t)(i + 1));
         memset(o->wire + o->nwires, 0, sizeof(hwire_t) * (size_t)(i + 1 - o->nwires));
+        o->mac = xrealloc(o->mac, 6 * (size_t)(i + 1));
+        memset(o->mac + o->nwires, 0, 6 * (size_t)(i + 1 - o->nwires));
         o->nwires = i + 1;
     }
     o->wire[i] = (hwire_t){.ns_per_byte = ns_per_byte, .delay = delay, .up = 1, .w = w};
-    if (i < 4) memcpy(o->mac[i], mac, 6);
+    memcpy(o->mac[i], mac, 6);
 }
 
-static int new_prog(hc_t *H, int host, int host_port, int sender) {
+/* a program on the host's ports host_ports[0..nports) (its ports 0..nports) */
+static int new_prog(hc_t *H, int host, int nports, const i32 *host_ports, int sender) {
     if (H->nprogs == H->capprogs) {
         H->capprogs = H->capprogs ? 2 * H->capprogs : 64;
         H->prog = xrealloc(H->prog, sizeof(prog_t) * (size_t)H->capprogs);
     }
     int id = H->nprogs++;
-    H->prog[id] = (prog_t){.sender = sender, .host = host, .wake_at = -1, .nports = 1,
-                           .host_port = {host_port, -1}};
+    prog_t *P = &H->prog[id];
+    *P = (prog_t){.sender = sender, .host = host, .wake_at = -1, .nports = nports};
+    P->host_port = xcalloc((size_t)nports, sizeof(int));
+    for (int i = 0; i < nports; i++) P->host_port[i] = host_ports[i];
+    P->sent = xcalloc((size_t)nports, sizeof(i64));
+    P->send_errors = xcalloc((size_t)nports, sizeof(i64));
     return id;
 }
 
-int hc_sender(hc_t *H, int host, int host_port, const i64 *iv, const double *dv,
-              const uint8_t *tmpl) {
-    int id = new_prog(H, host, host_port, 1);
-    H->prog[id].s = snd_new(iv, dv, tmpl);
+/* a sender on nports ports (host_ports), ip_sum and tmpl: each port's CellTemplate */
+int hc_sender(hc_t *H, int host, int nports, const i32 *host_ports, const i64 *iv,
+              const double *dv, const i64 *ip_sum, const uint8_t *tmpl) {
+    int id = new_prog(H, host, nports, host_ports, 1);
+    H->prog[id].s = snd_new(iv, dv, nports, ip_sum, tmpl);
     host_t *h = &H->host[host];
     h->qpn = xrealloc(h->qpn, sizeof(i64) * (size_t)(h->nsnd + 1));
     h->qprog = xrealloc(h->qprog, sizeof(int) * (size_t)(h->nsnd + 1));
@@ -149,8 +161,9 @@ int hc_sender(hc_t *H, int host, int host_port, const i64 *iv, const double *dv,
     return id;
 }
 
-int hc_receiver(hc_t *H, int host, int host_port, const i64 *iv, const double *dv) {
-    int id = new_prog(H, host, host_port, 0);
+int hc_receiver(hc_t *H, int host, int nports, const i32 *host_ports, const i64 *iv,
+                const double *dv) {
+    int id = new_prog(H, host, nports, host_ports, 0);
     H->prog[id].r = rcv_new(iv, dv);
     H->host[host].receiver = id;
     return id;
@@ -162,6 +175,7 @@ int hc_start(hc_t *H, int id, i64 now_ns) {
     set_now(H, now_ns);
     if (P->sender) { /* Sender.begin */
         P->s->start = H->now;
+        for (int p = 0; p < P->s->nports; p++) P->s->last_progress[p] = H->now;
         P->s->next_health = H->now;
         add_messages(P->s, H->now);
     }
@@ -173,12 +187,44 @@ int hc_start(hc_t *H, int id, i64 now_ns) {
 int hc_done(hc_t *H, int id) { return H->prog[id].done; }
 i64 hc_unclaimed(hc_t *H, int h) { return H->host[h].unclaimed; }
 
-/* the program's port counters, polls: sent, send_errors, polls */
-void hc_prog_info(hc_t *H, int id, i64 *iv) {
+/* the program's port p: sent, send_errors, polls, up (a receiver's ports stay up) */
+void hc_prog_info(hc_t *H, int id, int p, i64 *iv) {
     prog_t *P = &H->prog[id];
-    iv[0] = P->sent[0];
-    iv[1] = P->send_errors[0];
+    iv[0] = P->sent[p];
+    iv[1] = P->send_errors[p];
     iv[2] = P->polls;
+    iv[3] = P->s ? P->s->up[p] : 1;
+}
+
+/* a sender's port events (NicPort.events, all ports in order): their count; with iv and dv,
+ * iv = port, down (1) or up (0), reason (0 "", 1 link down, 2 no ACK progress); dv = t */
+int hc_port_events(hc_t *H, int id, i64 *iv, double *dv) {
+    snd_t *S = H->prog[id].s;
+    if (iv)
+        for (int i = 0; i < S->nev; i++) {
+            iv[3 * i] = S->ev[i].port;
+            iv[3 * i + 1] = S->ev[i].down;
+            iv[3 * i + 2] = S->ev[i].reason;
+            dv[i] = S->ev[i].t;
+        }
+    return S->nev;
+}
+
+/* a sender's failovers: their count; with iv and dv, iv = port, reason, cells moved;
+ * dv = detected at, since last progress, recovered after (NAN: not recovered) */
+int hc_failovers(hc_t *H, int id, i64 *iv, double *dv) {
+    snd_t *S = H->prog[id].s;
+    if (iv)
+        for (int i = 0; i < S->nfo; i++) {
+            fover_t *e = &S->fo[i];
+            iv[3 * i] = e->port;
+            iv[3 * i + 1] = e->reason;
+            iv[3 * i + 2] = e->nmoved;
+            dv[3 * i] = e->detected_at;
+            dv[3 * i + 1] = e->since;
+            dv[3 * i + 2] = e->recovered;
+        }
+    return S->nfo;
 }
 
 /* a sender: iv = stats[10], added, done, cnps, malformed, credit probes, unsupported;

@@ -1,5 +1,10 @@
 /* hosts.receiver.Receiver with hosts.reorder.ReorderBuffer and MessageAssembler: no credit
- * granter, no Telemetry Reports, one NIC port. */
+ * granter, no Telemetry Reports; a flow answers on the port its cells last arrived on. */
+
+typedef struct { /* a UdpFramer: its header and IP id counter */
+    uint8_t hdr[42];
+    i64 ip_id;
+} framer_t;
 
 typedef struct {
     i64 index, length, crc;
@@ -7,8 +12,12 @@ typedef struct {
 } rec_t;
 
 typedef struct {
-    uint8_t src_ip[4], hdr[42];
-    i64 qpn, ip_id;
+    uint8_t src_ip[4];
+    i64 qpn;
+    /* Flow.port (the program's port index), Flow.framer (fr[cur]) and Flow.framers
+     * (by_port: port -> index in fr, -1: none; the first framer is in fr but not there) */
+    int port, cur, nfr, *by_port;
+    framer_t *fr;
     /* the reorder buffer: held cells in a ring indexed by seq & mask, every held seq below
      * expected + cap (grown as cells arrive further ahead, up to the window) */
     i64 expected, window, cap, mask, depth, hist_cap;
@@ -58,7 +67,8 @@ static void rcv_free(rcv_t *R) {
         flow_t *F = R->flow[i];
         for (i64 k = 0; k < F->cap; k++) free(F->h_data[k]);
         free(F->h_seq); free(F->h_at); free(F->h_op); free(F->h_pad); free(F->h_len);
-        free(F->h_data); free(F->hist); free(F->a_held); free(F->rec); free(F);
+        free(F->h_data); free(F->hist); free(F->a_held); free(F->rec); free(F->fr);
+        free(F->by_port); free(F);
     }
     free(R->flow);
     free(R);
@@ -99,13 +109,13 @@ static void ring_grow(flow_t *F) {
     free(old.h_data);
 }
 
-/* Receiver._new_flow, with its UdpFramer's header (cells.l2l4_header): replies go back to the
- * cell's source MAC and IP from our port's MAC, UDP from the cell's source port to 4791 */
-static flow_t *new_flow(rcv_t *R, const roce_t *f, const uint8_t *mac) {
-    flow_t *F = xcalloc(1, sizeof(flow_t));
-    memcpy(F->src_ip, f->src_ip, 4);
-    F->qpn = f->qpn;
-    uint8_t *h = F->hdr;
+/* Receiver._framer (cells.l2l4_header): replies go back to the cell's source MAC and IP
+ * from our port's MAC, UDP from the cell's source port to 4791; appended to the flow's */
+static int new_framer(flow_t *F, const roce_t *f, const uint8_t *mac) {
+    F->fr = xrealloc(F->fr, sizeof(framer_t) * (size_t)(F->nfr + 1));
+    framer_t *fr = &F->fr[F->nfr];
+    memset(fr, 0, sizeof *fr);
+    uint8_t *h = fr->hdr;
     memcpy(h, f->src_mac, 6);
     memcpy(h + 6, mac, 6);
     wr16(h + 12, 0x0800);
@@ -121,6 +131,18 @@ static flow_t *new_flow(rcv_t *R, const roce_t *f, const uint8_t *mac) {
     wr16(h + 36, (uint32_t)LAY[L_ROCE_PORT]);
     wr16(h + 38, 8);
     wr16(h + 40, 0);
+    return F->nfr++;
+}
+
+/* Receiver._new_flow, on the program's port ``port`` (of nports) */
+static flow_t *new_flow(rcv_t *R, const roce_t *f, const uint8_t *mac, int port, int nports) {
+    flow_t *F = xcalloc(1, sizeof(flow_t));
+    memcpy(F->src_ip, f->src_ip, 4);
+    F->qpn = f->qpn;
+    F->port = port;
+    F->cur = new_framer(F, f, mac);
+    F->by_port = xcalloc((size_t)nports, sizeof(int));
+    for (int i = 0; i < nports; i++) F->by_port[i] = -1;
     F->window = R->window;
     F->expected = R->start_psn;
     ring_alloc(F, 64);
@@ -136,18 +158,19 @@ static flow_t *new_flow(rcv_t *R, const roce_t *f, const uint8_t *mac) {
     return F;
 }
 
-/* UdpFramer.frame(body) into H->frame, then out on the program's port */
+/* flow.framer.frame(body) into H->frame, then out on flow.port */
 static void send_control(hc_t *H, prog_t *P, flow_t *F, const uint8_t *body, i32 blen) {
     uint8_t *buf = H->frame;
-    memcpy(buf, F->hdr, 42);
-    F->ip_id = (F->ip_id + 1) & 0xFFFF;
+    framer_t *fr = &F->fr[F->cur];
+    memcpy(buf, fr->hdr, 42);
+    fr->ip_id = (fr->ip_id + 1) & 0xFFFF;
     wr16(buf + 16, (uint32_t)(28 + blen));
-    wr16(buf + 18, (uint32_t)F->ip_id);
+    wr16(buf + 18, (uint32_t)fr->ip_id);
     wr16(buf + 24, 0);
     wr16(buf + 24, ip_checksum(buf + 14));
     wr16(buf + 38, (uint32_t)(8 + blen));
     memcpy(buf + 42, body, (size_t)blen);
-    port_send(H, P, 0, buf, 42 + blen);
+    port_send(H, P, F->port, buf, 42 + blen);
 }
 
 static inline int held(flow_t *F, i64 seq) { return F->h_seq[seq & F->mask] == seq; }
@@ -260,7 +283,8 @@ static int deliver_cell(rcv_t *R, flow_t *F, int op, const uint8_t *pay, i32 n, 
 }
 
 /* Receiver.on_frame for a data cell */
-static void rcv_frame(hc_t *H, prog_t *P, const uint8_t *b, const roce_t *f, double now) {
+static void rcv_frame(hc_t *H, prog_t *P, int port, const uint8_t *b, const roce_t *f,
+                      double now) {
     rcv_t *R = P->r;
     if (!is_data(f->opcode)) return;
     flow_t *F = NULL;
@@ -269,7 +293,13 @@ static void rcv_frame(hc_t *H, prog_t *P, const uint8_t *b, const roce_t *f, dou
             F = R->flow[i];
             break;
         }
-    if (!F) F = new_flow(R, f, H->host[P->host].mac[P->host_port[0]]);
+    const uint8_t *mac = H->host[P->host].mac[P->host_port[port]];
+    if (!F) F = new_flow(R, f, mac, port, P->nports);
+    if (F->port != port) { /* answer on the port the peer's cells now arrive on */
+        F->port = port;
+        if (F->by_port[port] < 0) F->by_port[port] = new_framer(F, f, mac);
+        F->cur = F->by_port[port];
+    }
     F->cells++;
     if (f->ecn == LAY[L_ECN_CE]) {
         F->ce_cells++;

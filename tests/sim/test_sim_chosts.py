@@ -3,8 +3,11 @@ the Python hosts (hosts.sender / hosts.receiver under cellfabric.sim.hostsim), b
 fabric: byte-identical metrics.json (wall-clock fields aside) and the same metrics from every
 host program (their CPU time aside), on runs that go through what the C hosts do: pacing,
 reordering under spraying, tail drops with SACK, NAK and timeout retransmissions, ECN marks
-and CNPs, several messages per flow, several workload steps, a generated three-tier Clos.
-A run the C hosts do not cover says so and runs the Python hosts."""
+and CNPs, several messages per flow, several workload steps, a generated three-tier Clos;
+rail fabrics, whose GPUs spray over two NIC ports and reach the GPUs of their server over
+NVLinks, and dual-homed hosts under drops, where ports time out for lack of ACKs and their
+cells are resent on the other port. A run the C hosts do not cover says so and runs the
+Python hosts."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from cellfabric.sim.run import SimRun
 from hosts.receiver import Receiver
 from hosts.sender import Sender
 from p4sim.switch.native import build
+from topologies.catalog import resolve_topology
 
 pytestmark = pytest.mark.skipif(build.available() is not None,
                                 reason=f"native data plane unavailable: {build.available()}")
@@ -41,6 +45,23 @@ RUNS: dict[str, list[str]] = {
     "clos-allreduce-steps": ["clos:pods=2,leaves=2,aggs=2,cores=2,hosts=2", "--workload",
                              "allreduce", "--spray", "ecmp", "--size", "262144",
                              "--count", "1"],
+    # GPUs on two NIC ports each (sprayed), ring neighbours in a server over an NVLink
+    "rail-allreduce-ring": ["rail-2x4", "--workload", "allreduce-ring", "--size", "131072",
+                            "--count", "1"],
+    # the hierarchical all-reduce's steps within a server: NVLinks only
+    "rail-allreduce-hier": ["rail-2x4", "--workload", "allreduce-hier", "--size", "262144",
+                            "--count", "1"],
+    "rail-three-tier": ["rail:servers=3,gpus=2,tiers=3", "--workload", "allreduce-ring",
+                        "--size", "131072", "--count", "2"],
+    # two ports per host into 4 KiB buffers: drops, resends, and ports whose cells see no ACK
+    # for port_timeout_s declared down, their cells resent on the other port and recovered
+    # (no run this short lives the port_retry_s that would bring such a port back up)
+    "dual-homed-failovers": ["fat-tree-dual", "--workload", "incast", "--spray", "spray",
+                             "--size", "262144", "--count", "2", "--buffer", "4K"],
+    "dual-homed-all-to-all": ["fat-tree-dual", "--workload", "all-to-all", "--spray", "spray",
+                              "--size", "32768", "--count", "1", "--buffer", "4K"],
+    "dual-homed-incast": ["dual-homed", "--workload", "incast", "--spray", "spray",
+                          "--size", "65536", "--count", "2", "--buffer", "4K"],
 }
 _TAKE = SimRun._metrics_of_step
 
@@ -108,11 +129,47 @@ def test_the_lossy_runs_retransmit_every_way(tmp_path: Path,
     assert sum(p["cnps_received"] for p in senders) > 0
 
 
+def _nvlink_port(topo: Any, iface: str) -> bool:
+    """Is the program port ``HOST-ethI`` one of its host's NVLinks (after its NIC ports)?"""
+    host, _, port = iface.rpartition("-eth")
+    return int(port) >= len(topo.hosts[host].leaves)
+
+
+def test_the_multi_port_runs_use_every_kind_of_port(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the comparisons above lean on, on the C hosts: the rail runs spray over both NIC
+    ports and carry cells over NVLinks; the lossy dual-homed run fails ports for lack of
+    ACKs, moves their cells to the other port and recovers them."""
+    for name in ("rail-allreduce-ring", "rail-allreduce-hier"):
+        topo = resolve_topology(RUNS[name][0])
+        _, wall, programs = _run(tmp_path / name, RUNS[name], monkeypatch)
+        assert wall["c_hosts"] == "on"
+        senders = [p for p in programs if p["role"] == "send"]
+        nic = [p["ports"] for p in senders if not _nvlink_port(topo, p["ports"][0]["iface"])]
+        nvlink = [p["ports"] for p in senders if _nvlink_port(topo, p["ports"][0]["iface"])]
+        assert nvlink and all(len(ports) == 1 and ports[0]["sent"] > 0 for ports in nvlink)
+        if name == "rail-allreduce-ring":
+            assert nic and all(len(ports) == 2 and ports[0]["sent"] > 0 and ports[1]["sent"] > 0
+                               for ports in nic)
+    _, wall, programs = _run(tmp_path / "dual", RUNS["dual-homed-failovers"], monkeypatch)
+    assert wall["c_hosts"] == "on"
+    failovers = [f for p in programs if p["role"] == "send" for f in p["failovers"]]
+    assert failovers and {f["reason"] for f in failovers} == {"no ACK progress"}
+    assert sum(f["cells_moved"] for f in failovers) > 0
+    assert any("recovered_s" in f for f in failovers)
+    events = [e for p in programs if p["role"] == "send" for q in p["ports"]
+              for e in q["events"]]
+    assert len(events) == len(failovers) and {e["event"] for e in events} == {"down"}
+    summary = {k: sum(p["cells"][k] for p in programs if p["role"] == "send")
+               for k in ("retx_failover", "retx_sack", "retx_timeout")}
+    assert all(summary.values()), summary
+
+
 @pytest.mark.parametrize("args, why", [
     (["fat-tree:k=4", "--workload", "permutation", "--size", "65536", "--cc", "hpcc"],
      "off: rate control hpcc (C hosts cover none)"),
-    (["rail-2x4", "--workload", "allreduce-ring", "--size", "65536", "--cc", "none"],
-     "off: NVLinks"),
+    (["rail-2x4", "--workload", "allreduce-ring", "--size", "65536", "--cc", "dcqcn"],
+     "off: rate control dcqcn (C hosts cover none)"),
     (["leaf-spine", "--workload", "all-to-all", "--size", "32768", "--cc", "none",
       "--fail", "l1-s1@0.000004"], "off: link failures scheduled"),
     (["fat-tree:k=4", "--workload", "permutation", "--size", "65536", "--cc", "none",

@@ -12,9 +12,9 @@ then writes the same records.
 
 The Python hosts are the reference and the fallback: C covers what ``refusal`` admits (rate
 control ``none``, no INT, no credits, no failures, no offered load, no packet trace; hosts
-with any number of NIC and NVLink ports, senders spraying over two); any other run says why
-once and runs the Python hosts. Both give the
-same metrics.json for the same seed (tests/sim/test_sim_chosts.py).
+with any number of NIC and NVLink ports, senders spraying over two with Sender's port
+timeouts); any other run says why once and runs the Python hosts. Both give the same
+metrics.json for the same seed (tests/sim/test_sim_chosts.py).
 """
 
 from __future__ import annotations

@@ -12,11 +12,13 @@ Python hosts."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cellfabric.sim import hostsetup
 from cellfabric.sim.cli import sim_main
 from cellfabric.sim.net import SimFabric
 from cellfabric.sim.run import SimRun
@@ -163,6 +165,31 @@ def test_the_multi_port_runs_use_every_kind_of_port(tmp_path: Path,
     summary = {k: sum(p["cells"][k] for p in programs if p["role"] == "send")
                for k in ("retx_failover", "retx_sack", "retx_timeout")}
     assert all(summary.values()), summary
+
+
+def test_ports_retried_after_a_failover_come_back_the_same(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A port failed for lack of ACKs is tried again after port_retry_s (a second: longer
+    than these runs last). Retried after half the port timeout here, on both sides, the
+    lossy dual-homed run brings its failed ports back up, the same in C as in Python."""
+    real = hostsetup.data_center_sender
+
+    def quick_retry(*args: Any, **kwargs: Any) -> Any:
+        cfg = real(*args, **kwargs)
+        return replace(cfg, port_retry_s=cfg.port_timeout_s / 2)
+
+    monkeypatch.setattr(hostsetup, "data_center_sender", quick_retry)
+    args = RUNS["dual-homed-failovers"]
+    fast, wall, fast_programs = _run(tmp_path / "c", args, monkeypatch)
+    assert wall["c_hosts"] == "on"
+    monkeypatch.setattr(SimFabric, "native_hosts", False)
+    plain, _, plain_programs = _run(tmp_path / "py", args, monkeypatch)
+    assert fast_programs == plain_programs
+    assert fast == plain
+    events = [e["event"] for p in plain_programs if p["role"] == "send" for q in p["ports"]
+              for e in q["events"]]
+    assert events.count("up") > 0 and events.count("down") > 0
 
 
 @pytest.mark.parametrize("args, why", [

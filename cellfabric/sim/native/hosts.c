@@ -215,4 +215,5 @@ static int port_send(hc_t *H, prog_t *P, int port, const uint8_t *data, i32 len)
     return ok;
 }
 
-/* hosts_sender.c, hosts_receiver.c and hosts_program.c follow (one source: chosts.py) */
+/* hosts_transport.c, hosts_sender.c, hosts_receiver.c and hosts_program.c follow (one
+ * source: chosts.SOURCES) */

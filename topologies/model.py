@@ -151,6 +151,16 @@ class Topology:
     # set-up searches from every host twice; rebuilding the map each time was most of it)
     _adj: tuple[int, dict[str, list[str]]] | None = field(
         default=None, init=False, repr=False, compare=False)
+    # node -> its links; (gpu, peer gpu) -> its NVLink port; host -> distances with nothing
+    # down: built on first use and again when links (NVLinks) were added, as _peers. A
+    # simulated collective plans every step's flows from these (a 128-rank ring asked 230 k
+    # times for a host's links and searched the fabric from every host at each of 254 steps)
+    _by_node: tuple[int, dict[str, list[LinkSpec]]] | None = field(
+        default=None, init=False, repr=False, compare=False)
+    _nv_ports: tuple[int, dict[tuple[str, str], int], dict[str, int]] | None = field(
+        default=None, init=False, repr=False, compare=False)
+    _dist: tuple[int, dict[str, dict[str, int]]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     def same_server(self, a: str, b: str) -> bool:
         """Whether two different hosts are GPUs of one server (their traffic is NVLink's)."""
@@ -159,19 +169,38 @@ class Topology:
 
     def nvlink_port(self, src: str, dst: str) -> int:
         """``src``'s host port (1-based) of its NVLink to ``dst``, a GPU of its server."""
-        for nv in self.nvlinks:
-            if (nv.a, nv.b) == (src, dst):
-                return nv.a_port
-            if (nv.b, nv.a) == (src, dst):
-                return nv.b_port
-        raise KeyError(f"no NVLink from {src} to {dst}")
+        try:
+            return self._nv_index()[0][(src, dst)]
+        except KeyError:
+            raise KeyError(f"no NVLink from {src} to {dst}") from None
+
+    def _nv_index(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
+        """(src, dst) -> src's NVLink port, and host -> its NVLinks (kept as _peers is)."""
+        if self._nv_ports is None or self._nv_ports[0] != len(self.nvlinks):
+            ports: dict[tuple[str, str], int] = {}
+            count: dict[str, int] = {}
+            for nv in self.nvlinks:  # the first NVLink of a pair wins, as a scan's
+                ports.setdefault((nv.a, nv.b), nv.a_port)
+                ports.setdefault((nv.b, nv.a), nv.b_port)
+                for end in {nv.a, nv.b}:
+                    count[end] = count.get(end, 0) + 1
+            self._nv_ports = (len(self.nvlinks), ports, count)
+        return self._nv_ports[1], self._nv_ports[2]
 
     def host_ports(self, host: str) -> int:
         """All of a host's ports: its fabric NIC ports, then its NVLink ports."""
-        return len(self.hosts[host].leaves) + sum(host in (nv.a, nv.b) for nv in self.nvlinks)
+        return len(self.hosts[host].leaves) + self._nv_index()[1].get(host, 0)
 
     def links_of(self, node: str) -> list[LinkSpec]:
-        return [lk for lk in self.links if node in (lk.a, lk.b)]
+        """``node``'s links, in the order of ``links`` (a new list)."""
+        if self._by_node is None or self._by_node[0] != len(self.links):
+            by_node: dict[str, list[LinkSpec]] = {}
+            for lk in self.links:
+                by_node.setdefault(lk.a, []).append(lk)
+                if lk.b != lk.a:
+                    by_node.setdefault(lk.b, []).append(lk)
+            self._by_node = (len(self.links), by_node)
+        return list(self._by_node[1].get(node, ()))
 
     def port_of(self, node: str, peer: str) -> list[int]:
         """Ports of ``node`` that face ``peer`` (several if parallel links)."""
@@ -217,7 +246,16 @@ class Topology:
         """Links on a shortest path from ``src`` to every node it reaches, over links not in
         ``down``; hosts never forward, so a path passes through no host but its ends. The one
         search the controller's routes, the host plans' round trips and the simulator's idle
-        latencies all use (``adj``: ``adjacency(down)``, when searching from many nodes)."""
+        latencies all use (``adj``: ``adjacency(down)``, when searching from many nodes).
+        With nothing down the answer is kept until links are added: read it, never change
+        it."""
+        kept = not down and (adj is None or adj is self.adjacency())
+        if kept:
+            if self._dist is None or self._dist[0] != len(self.links):
+                self._dist = (len(self.links), {})
+            found = self._dist[1].get(src)
+            if found is not None:
+                return found
         adj = self.adjacency(down) if adj is None else adj
         dist = {src: 0}
         todo = deque([src])
@@ -229,6 +267,8 @@ class Topology:
                 if peer not in dist:
                     dist[peer] = dist[node] + 1
                     todo.append(peer)
+        if kept:
+            self._dist[1][src] = dist  # type: ignore[index]
         return dist
 
     def link(self, name: str) -> LinkSpec:

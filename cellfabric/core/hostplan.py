@@ -97,7 +97,25 @@ def nvlink_line_rate(topo: Topology, host: str) -> int:
 
 def nvlink_flows(step: Step, t: Transfer) -> int:
     """Flows of a step from ``t``'s source GPU to its destination GPU (over their NVLink)."""
-    return max(1, sum(1 for x in step.transfers if (x.src, x.dst) == (t.src, t.dst)))
+    return max(1, _pair_counts(step).get((t.src, t.dst), 0))
+
+
+# id(step) -> (step, flows per (src, dst)): counted once per step, not once per transfer (a
+# step of 256 transfers scanned itself 256 times); the step is kept so its id stays its own
+_PAIR_COUNTS: dict[int, tuple[Step, dict[tuple[str, str], int]]] = {}
+
+
+def _pair_counts(step: Step) -> dict[tuple[str, str], int]:
+    found = _PAIR_COUNTS.get(id(step))
+    if found is not None and found[0] is step:
+        return found[1]
+    counts: dict[tuple[str, str], int] = {}
+    for x in step.transfers:
+        counts[(x.src, x.dst)] = counts.get((x.src, x.dst), 0) + 1
+    if len(_PAIR_COUNTS) >= 64:
+        _PAIR_COUNTS.clear()
+    _PAIR_COUNTS[id(step)] = (step, counts)
+    return counts
 
 
 def cell_frame_bytes(topo: Topology, cc: str) -> int:

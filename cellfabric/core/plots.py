@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 # automatic placement).
 MAX_LINES = 8  # more series than this become a heatmap or a band
 MAX_LABELS = 64  # a tier of more link directions than this has no label per bar
+REORDER_MANY_LABELS = 16  # host labels on a reorder figure of more than MAX_LABELS hosts
 DPI = 90
 # The shortest time axis: only a guard against a zero-width one. A floor of 1 ms once left a
 # simulated 113 us run in a ninth of the queue-depth plot, the rest grey as "no sample".
@@ -78,23 +79,38 @@ def write_plots(m: RunMetrics, out_dir: Path,
         ax.set_title("Message completion times", y=1.0)
         save(fig, "completion_times.png")
     if m.reorder and wanted("reorder_depth.png"):
-        fig = new_figure(figsize=(max(6, 0.3 * len(m.reorder)), 3.5))
-        ax = fig.subplots()
-        hosts = sorted(m.reorder, key=_natural)
-        x = range(len(hosts))
-        # side by side: drawn over each other, an equal max would hide behind its p99
-        _bars(ax, [i - 0.2 for i in x], [m.reorder[h].get("max_depth", 0) for h in hosts],
-              width=0.4, color="C0", label="max")
-        _bars(ax, [i + 0.2 for i in x], [m.reorder[h].get("p99_depth", 0) for h in hosts],
-              width=0.4, color="C1", label="p99")
-        ax.set_xticks(list(x))
-        ax.set_xticklabels(hosts)
-        ax.set_ylabel("reorder depth (cells)")
-        ax.set_title("Receiver reorder depth", y=1.0)
-        ax.tick_params(axis="x", rotation=90, labelsize=7)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        save(fig, "reorder_depth.png")
+        save(_reorder_depths(m), "reorder_depth.png")
     return written
+
+
+def _reorder_depths(m: RunMetrics) -> Figure:
+    """Per receiving host, its deepest and 99th-percentile reorder buffer (cells)."""
+    hosts = sorted(m.reorder, key=_natural)
+    many = len(hosts) > MAX_LABELS
+    # a bar pair per host: labelled each up to MAX_LABELS hosts; past that (a k=8 fabric's
+    # 128) the labels would not be read, and 128 ticks and rotated labels on a 38-inch
+    # figure were most of its drawing: a narrower figure, a label every so many hosts
+    fig = new_figure(figsize=(max(6, 0.08 * len(hosts) + 2) if many
+                              else max(6, 0.3 * len(hosts)), 3.5))
+    ax = fig.subplots()
+    x = range(len(hosts))
+    # side by side: drawn over each other, an equal max would hide behind its p99
+    _bars(ax, [i - 0.2 for i in x], [m.reorder[h].get("max_depth", 0) for h in hosts],
+          width=0.4, color="C0", label="max")
+    _bars(ax, [i + 0.2 for i in x], [m.reorder[h].get("p99_depth", 0) for h in hosts],
+          width=0.4, color="C1", label="p99")
+    shown = range(0, len(hosts), -(-len(hosts) // REORDER_MANY_LABELS)) if many else x
+    ax.set_xticks(list(shown))
+    ax.set_xticklabels([hosts[i] for i in shown])
+    if many:
+        ax.set_xlim(-0.6, len(hosts) - 0.4)
+        ax.set_xlabel(f"{len(hosts)} hosts in name order (a label every {shown.step})",
+                      fontsize=7)
+    ax.set_ylabel("reorder depth (cells)")
+    ax.set_title("Receiver reorder depth", y=1.0)
+    ax.tick_params(axis="x", rotation=90, labelsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
 
 
 def one_draw(fig: Figure, path: Path) -> None:

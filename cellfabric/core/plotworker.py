@@ -5,9 +5,9 @@ second) overlaps the simulation on the otherwise idle second core; the report th
 what the plots read and writes metrics.json while it draws. The worker is spawned, never
 forked: by then the parent has threads and native libraries a fork would copy half-held.
 
-The figures are shared between two processes (SHARES) in about equal halves of the drawing
-at k=8: the queue-depth heatmap and the completion-time CDF in one, the link loads and the
-reorder depths in the other, so the report waits for the larger share only. Each exits when its pipe closes (the parent closed it, or the parent died) and is
+The figures are shared between two processes (SHARES): the queue-depth heatmap, about 60% of
+the drawing at k=8, in one; the link loads, the completion-time CDF and the reorder depths in
+the other, so the report waits for the larger share only. Each exits when its pipe closes (the parent closed it, or the parent died) and is
 a daemon, so no worker outlives the run.
 """
 
@@ -32,7 +32,7 @@ JOIN_S = 2.0  # an idle worker exits at once on EOF; this only bounds a stuck on
 # the figures (plots.FIGURES) each process draws; None: every one no other share names. The
 # share with the first figure comes first: its error is the one the in-process path raises
 # when both shares fail (rarely only; either way the run fails).
-SHARES: tuple[tuple[str, ...] | None, ...] = (None, ("queue_depth.png", "completion_times.png"))
+SHARES: tuple[tuple[str, ...] | None, ...] = (None, ("queue_depth.png",))
 
 
 def worker_enabled() -> bool:

@@ -19,14 +19,40 @@ class FabricSamples:
     def __init__(self) -> None:
         self.tx: dict[Port, list[tuple[float, int]]] = {}  # cumulative packets sent
         self.depth: dict[Port, list[tuple[float, int]]] = {}  # packets waiting
+        self.times: list[float] = []  # the times of the samples kept (all, until thinned)
+        # per port the deepest queue of the samples since ``open_window``'s time, from every
+        # sample taken (thinning drops none of it), and the latest sample's depths
+        self.window_peak: dict[Port, int] = {}
+        self._last_depth: tuple[float, Mapping[Port, int]] | None = None
 
     def add_tx(self, t: float, counts: Mapping[Port, int]) -> None:
         for key, packets in counts.items():
             self.tx.setdefault(key, []).append((t, packets))
 
     def add_depth(self, t: float, depths: Mapping[Port, int]) -> None:
+        peak = self.window_peak
         for key, depth in depths.items():
             self.depth.setdefault(key, []).append((t, depth))
+            if depth > peak.get(key, 0):
+                peak[key] = depth
+        self.times.append(t)
+        self._last_depth = (t, depths)
+
+    def open_window(self, since: float) -> None:
+        """Start ``window_peak`` over at ``since`` (a sample taken at that very time counts)."""
+        last = self._last_depth
+        self.window_peak = {k: d for k, d in last[1].items() if d} if last and last[0] >= since \
+            else {}
+
+    def thin(self) -> None:
+        """Drop every other sample time (the first kept) from every series: the series keep
+        their uniform spacing at twice the interval. The simulator does this when a run
+        outlasts twice the time its sampling interval was planned for."""
+        self.times = self.times[::2]
+        kept = set(self.times)
+        for series in (self.tx, self.depth):
+            for key, rows in series.items():
+                series[key] = [row for row in rows if row[0] in kept]
 
     def rates(self, switch: str, port: int) -> list[tuple[float, float]]:
         """(t, packets per second since the sample before)."""

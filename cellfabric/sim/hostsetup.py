@@ -98,7 +98,20 @@ def host_hops(topo: Topology, src: str) -> dict[str, int]:
 
 def max_host_hops(topo: Topology) -> int:
     """Links on the longest shortest path between two hosts (4 in a leaf-spine)."""
-    return max((d for src in topo.hosts for d in host_hops(topo, src).values()), default=0)
+    key = (id(topo), len(topo.links), len(topo.hosts))
+    found = _MAX_HOPS.get(key)
+    if found is not None and found[0] is topo:
+        return found[1]
+    hops = max((d for src in topo.hosts for d in host_hops(topo, src).values()), default=0)
+    if len(_MAX_HOPS) >= 16:
+        _MAX_HOPS.clear()
+    _MAX_HOPS[key] = (topo, hops)
+    return hops
+
+
+# (id, links, hosts) of a topology -> (it, max_host_hops of it): every step of a run asks
+# (base_rtt_s), and the search from every host was a tenth of a 128-rank ring's run
+_MAX_HOPS: dict[tuple[int, int, int], tuple[Topology, int]] = {}
 
 
 def idle_latency_s(topo: Topology, s: SimSettings, cc: str, src: str, dst: str,

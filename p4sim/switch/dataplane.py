@@ -207,8 +207,14 @@ class DataPlane:
     def load_pipeline(self, bmv2_json: bytes) -> None:
         try:
             program = load_program(bmv2_json)
+            # The Python path's code waits until a packet needs it only where it may be
+            # needed never (a native data plane) and where building it cannot fail (another
+            # switch built this program's code): a bad program is still refused here.
+            defer = program.code_checked and self.trace is None \
+                and self.dataplane_mode != "python"
             cp = CompiledProgram(program, self.port_up, self.log, self.clock, self.trace,
-                                 self.rng)
+                                 self.rng, code=not defer)
+            program.code_checked = True
             state = native_select.native_state(self.dataplane_mode, bytes(bmv2_json), cp,
                                                self.rng, self.trace)
             if state is not None:
@@ -216,6 +222,7 @@ class DataPlane:
                     cp, self.tm, self._output, self._digest_out, self.clock, self.t0,
                     self.log, state)
             else:
+                cp.build_code()
                 flow = V1Model(cp, self.tm, self._output, self._digest_out, self.clock,
                                self.t0, self.log, self.trace)
         except ProgramError as e:

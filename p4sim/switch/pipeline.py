@@ -46,10 +46,21 @@ def _run_pipeline(init: Any) -> Any:
 
 
 class CompiledProgram:
+    """A switch's program: its control state (tables, action profiles, registers, counters,
+    meters, value sets) and, once ``build_code`` has run, the Python path's code (parser,
+    actions, control flow, deparser, checksums) that runs packets against that state.
+
+    ``code=False`` leaves the code for later: a switch whose packets run on the native path
+    needs the state only, and building 80 switches' code was most of a k=8 fabric's set-up.
+    ``build_code`` runs before anything executes on the Python path (``V1Model`` calls it),
+    so the code is never missing, only late. A program's errors are found by building its
+    code, so a data plane defers it only for a program another switch has built in full."""
+
     def __init__(self, program: Program, port_up: Any, log: Any, clock: Any,
-                 trace: Any = None, rng: random.Random | None = None) -> None:
+                 trace: Any = None, rng: random.Random | None = None, code: bool = True) -> None:
         self.p = program
         self.port_up = port_up
+        self.log = log
         self.clock = clock  # the data plane's clock, integer nanoseconds
         self.trace = trace  # p4sim.switch.trace.Tracer: build traced nodes (None: plain)
         ns: dict[str, Any] = {}
@@ -64,49 +75,73 @@ class CompiledProgram:
         ns["COUNTERS"] = self.counters
         ns["METERS"] = self.meters
         self.gen = Gen(program, ns, rng)
-        with _section("calculations"):
-            self.calcs = compile_calculations(self.gen)
-        ns["CALCS"] = self.calcs
         self.vsets: dict[str, set[int]] = {n: set() for n in program.parse_vsets}
-        self.action_compiler = ActionCompiler(self.gen, log)
+        # an action's function is filled in by build_code (the ActionDef objects stay: tables
+        # and profiles hold them)
         self.actions: dict[int, ActionDef] = {}
         for aid, act in program.actions.items():
             with _section(f"action '{act.get('name')}'"):
                 widths = tuple(int(p.get("bitwidth", 0)) for p in act.get("runtime_data") or [])
-                fn = self.action_compiler.compile_action(act)
-                if trace is not None:
-                    fn = trace.wrap_action(act["name"], fn)
-                self.actions[aid] = ActionDef(aid, act["name"], fn, widths)
+                self.actions[aid] = ActionDef(aid, act["name"], None, widths)
         if not program.parsers:
             raise ProgramError("parsers: the program has no parser")
-        pc = ParserCompiler(self.gen, self.action_compiler, self.vsets)
-        with _section(f"parser '{program.parsers[0].get('name')}'"):
-            self.parser_start = pc.compile(program.parsers[0])
-        if trace is not None:
-            self.parser_start = trace.wrap_parser_states(self.ns, self.parser_start,
-                                                         pc.state_names)
         if not program.deparsers:
             raise ProgramError("deparsers: the program has no deparser")
-        with _section("deparser"):
-            self.deparse = compile_deparser(self.gen, program.deparsers[0])
-        self.verify_checksums, self.update_checksums = compile_checksums(
-            self.gen, self.calcs, program.std_slot("checksum_error"))
         self.tables: dict[str, MatchTable] = {}
         self.profiles: dict[str, ActionProfile] = {}
         self.pipelines: dict[str, Any] = {}
+        self._key_src: dict[str, list[str]] = {}  # table -> its key's source expressions
         # tables bound to a direct counter (looked up once, not once per table: 0.2 s of a k=8
         # fabric's set-up went to scanning every counter for each table)
         self._direct_counted = {c.get("binding") for c in program.counter_arrays.values()
                                 if c.get("is_direct")}
         self.pipeline_init = {name: pipe.get("init_table")
                               for name, pipe in program.pipelines.items()}
-        for name, pipe in program.pipelines.items():
-            self.pipelines[name] = self._build_pipeline(pipe)
+        for pipe in program.pipelines.values():
+            self._build_state(pipe)
         self.field_lists = {fid: self._slots(elems, f"field_lists id {fid}")
                             for fid, elems in program.field_lists.items()}
         self.learn_lists = {lid: (ll.get("name", str(lid)),
                                   self._slots(ll.get("elements") or [], f"learn_lists id {lid}"))
                             for lid, ll in program.learn_lists.items()}
+        self.code_built = False
+        if code:
+            self.build_code()
+
+    def build_code(self) -> None:
+        """Generate the Python path's functions (once) and point every table entry already
+        written at its action's function and next node."""
+        if self.code_built:
+            return
+        program, trace = self.p, self.trace
+        with _section("calculations"):
+            self.calcs = compile_calculations(self.gen)
+        self.ns["CALCS"] = self.calcs
+        self.action_compiler = ActionCompiler(self.gen, self.log)
+        for aid, adef in self.actions.items():
+            act = program.actions[aid]
+            with _section(f"action '{act.get('name')}'"):
+                fn = self.action_compiler.compile_action(act)
+                adef.fn = trace.wrap_action(act["name"], fn) if trace is not None else fn
+        pc = ParserCompiler(self.gen, self.action_compiler, self.vsets)
+        with _section(f"parser '{program.parsers[0].get('name')}'"):
+            self.parser_start = pc.compile(program.parsers[0])
+        if trace is not None:
+            self.parser_start = trace.wrap_parser_states(self.ns, self.parser_start,
+                                                         pc.state_names)
+        with _section("deparser"):
+            self.deparse = compile_deparser(self.gen, program.deparsers[0])
+        self.verify_checksums, self.update_checksums = compile_checksums(
+            self.gen, self.calcs, program.std_slot("checksum_error"))
+        for name, pipe in program.pipelines.items():
+            self.pipelines[name] = self._build_pipeline(pipe)
+        for table in self.tables.values():
+            for entry in table.entries.values():  # written before the code existed, or const
+                adef = table.actions.get(entry.name) if entry.name else None
+                if adef is not None:
+                    entry.fn = adef.fn
+                    entry.next = table.next_by_action.get(entry.name, table.base_default_next)
+        self.code_built = True
 
     def refers_to(self, profile: str, ref: Any) -> bool:
         """Whether an entry of a table of action profile ``profile`` holds ``ref`` (a member
@@ -149,10 +184,9 @@ class CompiledProgram:
 
     # -- pipelines ---------------------------------------------------------------------------
 
-    def _build_pipeline(self, pipe: dict) -> Any:
+    def _build_state(self, pipe: dict) -> None:
+        """A pipeline's action profiles and tables, without their code."""
         pname = pipe.get("name")
-        nodes: dict[str, Any] = {}
-        fixups: list[tuple[Any, str, Any]] = []  # (object, attribute, node name)
         for prof in pipe.get("action_profiles") or []:
             with _section(f"action profile '{prof.get('name')}'"):
                 self._build_profile(prof)
@@ -160,6 +194,26 @@ class CompiledProgram:
             with _section(f"pipeline '{pname}' table '{t.get('name')}'"):
                 table = self._build_table(t, f"pipeline '{pname}' table '{t.get('name')}'")
             self.tables[table.name] = table
+
+    def _build_pipeline(self, pipe: dict) -> Any:
+        """A pipeline's code: selector hashes, table keys and nodes, conditionals and action
+        calls, linked into the graph ``run`` walks."""
+        pname = pipe.get("name")
+        nodes: dict[str, Any] = {}
+        fixups: list[tuple[Any, str, Any]] = []  # (object, attribute, node name)
+        for prof in pipe.get("action_profiles") or []:
+            sel = prof.get("selector")
+            if sel:
+                with _section(f"action profile '{prof.get('name')}'"):
+                    self.profiles[prof.get("name")].selector_hash = compile_hash(
+                        self.gen, sel.get("algo", ""), sel.get("input") or [],
+                        f"action profile '{prof.get('name')}'")
+        for t in pipe.get("tables") or []:
+            table = self.tables[t.get("name")]
+            key_src = self._key_src[table.name]
+            table.key_fn = self.gen.make_function(
+                "_key", [f"return ({', '.join(key_src)}{',' if key_src else ''})"],
+                f"pipeline '{pname}' table '{table.name}'")
             nodes[table.name] = _table_node(table, self.trace)
             nt = t.get("next_tables") or {}
             if "__HIT__" in nt or "__MISS__" in nt:
@@ -203,10 +257,6 @@ class CompiledProgram:
                 obj[attr] = target
             else:
                 setattr(obj, attr, target)
-        for table in self.tables.values():
-            for entry in table.entries.values():  # const entries added before fixups
-                if entry.name:
-                    entry.next = table.next_by_action.get(entry.name, table.base_default_next)
         init = pipe.get("init_table")
         if init is not None and init not in nodes:
             raise ProgramError(f"pipeline '{pname}': unknown init_table {init!r}")
@@ -214,14 +264,11 @@ class CompiledProgram:
 
     def _build_profile(self, prof: dict) -> None:
         name = prof.get("name")
-        where = f"action profile '{name}'"
-        sel = prof.get("selector")
-        hash_fn = None
-        if sel:
-            hash_fn = compile_hash(self.gen, sel.get("algo", ""), sel.get("input") or [], where)
         actions = {a.name: a for a in self.actions.values()}
-        self.profiles[name] = ActionProfile(name, int(prof.get("max_size", 0)), actions, hash_fn,
-                                            self.port_up)
+        # the selector's hash is code: build_code compiles it
+        profile = ActionProfile(name, int(prof.get("max_size", 0)), actions, None, self.port_up)
+        profile.has_selector = bool(prof.get("selector"))
+        self.profiles[name] = profile
 
     def _build_table(self, t: dict, where: str) -> MatchTable:
         name = t.get("name")
@@ -245,8 +292,6 @@ class CompiledProgram:
                 src = f"({src} & {hexstr(k['mask'], kw)})"
             keys.append((kind, width, kname))
             key_src.append(src)
-        key_fn = self.gen.make_function("_key", [f"return ({', '.join(key_src)}{',' if key_src else ''})"],
-                                        where)
         ids = t.get("action_ids")
         if ids is not None:
             adefs = [self.actions[a] for a in ids if a in self.actions]
@@ -260,8 +305,10 @@ class CompiledProgram:
             if profile is None:
                 raise ProgramError(f"{where}: unknown action_profile {t.get('action_profile')!r}")
             profile.actions = actions
-        table = MatchTable(name, keys, actions, int(t.get("max_size") or 0), key_fn, self.clock,
+        # the key's function is code: build_code generates it from this source
+        table = MatchTable(name, keys, actions, int(t.get("max_size") or 0), None, self.clock,
                            profile)
+        self._key_src[name] = key_src
         table.supports_timeout = bool(t.get("support_timeout"))
         table.with_counters = bool(t.get("with_counters")) or name in self._direct_counted
         dm = t.get("direct_meters")

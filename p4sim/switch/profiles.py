@@ -20,6 +20,8 @@ class ActionProfile:
         self.max_size = max_size
         self.actions = actions  # every action usable by a table bound to this profile
         self.selector_hash = selector_hash  # fn(P, F, D) -> int, None without a selector
+        # whether the profile is a selector (its hash may be compiled after it is built)
+        self.has_selector = selector_hash is not None
         self.port_up = port_up  # fn(port) -> bool
         self.members: dict[int, tuple[ActionDef, tuple[int, ...], ActionCall]] = {}
         self.groups: dict[int, list[GroupMember]] = {}
@@ -38,7 +40,7 @@ class ActionProfile:
             raise ApiError(Code.NOT_FOUND, f"{where}: member {ref.member_id} does not exist in "
                            f"{self._where()}")
         if isinstance(ref, GroupRef):
-            if self.selector_hash is None:
+            if not self.has_selector:
                 raise ApiError(Code.INVALID_ARGUMENT, f"{where}: {self._where()} has no selector")
             if ref.group_id not in self.groups:
                 raise ApiError(Code.NOT_FOUND, f"{where}: group {ref.group_id} does not exist "
@@ -119,7 +121,7 @@ class ActionProfile:
 
     def group_add(self, group_id: int, members: list[GroupMember], max_size: int) -> None:
         where = f"{self._where()} group {group_id}"
-        if self.selector_hash is None:
+        if not self.has_selector:
             raise ApiError(Code.INVALID_ARGUMENT, f"{where}: profile has no selector")
         if group_id in self.groups:
             raise ApiError(Code.ALREADY_EXISTS, f"{where}: already exists")

@@ -117,6 +117,9 @@ class Program:
         # generated from (p4sim.switch.codegen.Gen.shared_source): every switch loading this
         # program generates it once, not once each.
         self.generated: dict[Any, Any] = {}
+        # set once a switch has built the whole program's code without an error: a later
+        # switch running it natively may then leave its own code for when it is needed
+        self.code_checked = False
         meta = doc.get("__meta__")
         if meta is not None:
             version = meta.get("version") if isinstance(meta, dict) else None

@@ -37,11 +37,15 @@ class Counters:
         self.aborted = 0
         self.last_abort = ""
 
+# the stage functions stages.build makes, and every attribute a lazy flow builds on first use
+_STAGE_NAMES = ("receive", "prologue", "to_egress", "egress")
+_LAZY_NAMES = (*_STAGE_NAMES, "ingress", "egress_pipe")
+
 
 class V1Model:
     def __init__(self, cp: CompiledProgram, tm: TrafficManager, output: Any,
                  digest_out: Any, clock: Any, t0: int, log: Any = None,
-                 trace: Any = None, fuse: bool = True) -> None:
+                 trace: Any = None, fuse: bool = True, lazy: bool = False) -> None:
         self.cp = cp
         self.log = log
         p = cp.p
@@ -72,14 +76,35 @@ class V1Model:
         # (enq_timestamp and deq_timedelta are 32-bit microsecond counts in v1model).
         self.m_enq_ts = self._width_mask(self.s_enq_ts)
         self.m_deq_td = self._width_mask(self.s_deq_td)
-        self.ingress = cp.pipelines.get("ingress") or (lambda P, F: None)
-        self.egress_pipe = cp.pipelines.get("egress") if cp.pipeline_init.get("egress") else None
-        stage = stages.build(self._bindings(), fuse=fuse and trace is None,
-                             wrap=trace.stage_wrapper(self) if trace is not None else None)
-        self.receive = stage["receive"]
-        self.prologue = stage["prologue"]
-        self.to_egress = stage["to_egress"]
-        self.egress = stage["egress"]
+        self._fuse = fuse
+        self._stages: dict[str, Any] | None = None
+        if not lazy:
+            self._build_stages()
+
+    def _build_stages(self) -> dict[str, Any]:
+        """The Python path's stage functions, built (with the program's code) on first use
+        for a ``lazy`` flow, whose packets normally run elsewhere (the native path): the
+        stage names below are then found by ``__getattr__`` when first read."""
+        if self._stages is None:
+            cp, trace = self.cp, self.trace
+            cp.build_code()
+            self.ingress = cp.pipelines.get("ingress") or (lambda P, F: None)
+            self.egress_pipe = cp.pipelines.get("egress") if cp.pipeline_init.get("egress") \
+                else None
+            self._stages = stages.build(
+                self._bindings(), fuse=self._fuse and trace is None,
+                wrap=trace.stage_wrapper(self) if trace is not None else None)
+            for name in _STAGE_NAMES:
+                if name not in self.__dict__:  # a subclass's own (native) stage stays
+                    setattr(self, name, self._stages[name])
+        return self._stages
+
+    def __getattr__(self, name: str) -> Any:
+        # reached only for attributes never set: a lazy flow's Python-path functions
+        if name in _LAZY_NAMES and self.__dict__.get("_stages", False) is None:
+            self._build_stages()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def stages_unfused(self) -> dict[str, Any]:
         """The stage functions one by one (no inlining), for tests that hold the fused path
@@ -89,6 +114,7 @@ class V1Model:
     def _bindings(self) -> dict[str, Any]:
         """The names ``p4sim.switch.stages`` runs with (stages.BOUND), for this program."""
         cp, tm = self.cp, self.tm
+        cp.build_code()
         return {
             "flow": self, "counters": self.counters, "template": self.template,
             "clock": self.clock, "t0": self.t0, "parser_start": cp.parser_start,

@@ -74,6 +74,26 @@ def test_a_tier_of_many_links_has_no_tick_per_bar() -> None:
         assert len(fig.axes[0].get_xticklabels()) == ticks
 
 
+def test_a_reorder_figure_of_many_hosts_labels_some_in_name_order() -> None:
+    """Up to MAX_LABELS hosts every bar pair has its host's name; past that, a label every
+    so many hosts (the first host first, in natural name order) on a narrower figure."""
+    def figure(n: int) -> Figure:
+        m = RunMetrics(run={"t0": 0.0})
+        m.reorder = {f"h{i}": {"max_depth": i, "p99_depth": 1} for i in range(n, 0, -1)}
+        return plots._reorder_depths(m)
+
+    few = figure(plots.MAX_LABELS)
+    labels = [t.get_text() for t in few.axes[0].get_xticklabels()]
+    assert labels == [f"h{i}" for i in range(1, plots.MAX_LABELS + 1)]
+    many = figure(2 * plots.MAX_LABELS)
+    labels = [t.get_text() for t in many.axes[0].get_xticklabels()]
+    step = 2 * plots.MAX_LABELS // plots.REORDER_MANY_LABELS
+    assert labels == [f"h{i}" for i in range(1, 2 * plots.MAX_LABELS + 1, step)]
+    assert list(many.axes[0].get_xticks()) == list(range(0, 2 * plots.MAX_LABELS, step))
+    assert many.get_size_inches()[0] < few.get_size_inches()[0]
+    assert many.axes[0].get_xlim() == (-0.6, 2 * plots.MAX_LABELS - 0.4)  # every bar shown
+
+
 def test_no_rate_plot_when_no_flow_has_rate_samples(tmp_path: Path) -> None:
     written = plots.write_plots(_metrics(samples=False), tmp_path)
     assert "flow_rates.png" not in [p.name for p in written]

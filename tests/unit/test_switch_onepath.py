@@ -192,11 +192,12 @@ def test_a_program_loaded_again_names_its_generated_code_once_and_keeps_its_line
         return real(where, text)
 
     monkeypatch.setattr(codegen, "generated_filename", counted)
-    DataPlane(clock=lambda: 0).load_pipeline(p.json())
+    # the Python path: a second switch on the native path would not build this code at all
+    DataPlane(clock=lambda: 0, dataplane="python").load_pipeline(p.json())
     first = list(named)
     assert any("divide_again" in w for w in first)
     linecache.clearcache()
-    again = DataPlane(clock=lambda: 0)
+    again = DataPlane(clock=lambda: 0, dataplane="python")
     again.load_pipeline(p.json())
     assert named == first  # the second load named nothing
     files = [n for n in linecache.cache if "divide_again" in n]

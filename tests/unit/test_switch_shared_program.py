@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent / "bmv2json"))
 
 from jsonkit import Prog, assign, ex, f, hx, prim, rd
 
-from p4sim.switch.api import ActionCall, Exact, TableEntry
+from p4sim.switch.api import ActionCall, Exact, Replica, TableEntry
 from p4sim.switch.dataplane import DataPlane
 
 FIELDS = [("k1", 16), ("k2", 8), ("out", 32), ("color", 8)]
@@ -88,3 +88,53 @@ def test_only_source_naming_no_switch_state_is_kept_on_the_program() -> None:
     actions = {a["name"]: id(a) for a in one.cp.p.doc["actions"]}
     assert actions["fwd"] in kept
     assert actions["work"] not in kept  # names the switch's register and counter
+
+
+def _mcast_prog() -> Prog:
+    p = Prog([("k1", 16), ("out", 16), ("color", 8)])
+    fwd = p.action("fwd", [("port", 9)], [
+        assign(f("standard_metadata", "egress_spec"), rd(0)),
+        assign(f("probe", "color"), hx(7))])
+    mc = p.action("mc", [("grp", 16)], [
+        assign(f("standard_metadata", "mcast_grp"), rd(0))])
+    mark = p.action("mark", [("base", 16)], [
+        assign(f("probe", "out"), ex("+", f("standard_metadata", "egress_port"), rd(0)))])
+    p.table("t", [("exact", ["probe", "k1"])], [fwd, mc, 0], default=(0, []))
+    p.table("e", [("exact", ["standard_metadata", "egress_port"])], [mark],
+            default=(mark, [100]), pipe="egress")
+    return p
+
+
+def test_a_native_switch_builds_the_python_code_only_when_a_packet_needs_it() -> None:
+    """The second switch of a program, on the native path, defers the Python path's code:
+    unicast packets never build it; a multicast packet (which continues on the Python path)
+    builds it, and then runs the entries written before the code existed exactly as a switch
+    that built its code at load (the Python path's own switch) does."""
+    p = _mcast_prog()
+    first, _ = _switch(p, "auto")
+    lazy, out = _switch(p, "auto")
+    ref, ref_out = _switch(p, "python")
+    assert lazy.dataplane == "native"
+    assert first.cp is not None and first.cp.code_built  # the first load checks the program
+    assert lazy.cp is not None and not lazy.cp.code_built
+    for dp in (lazy, ref):
+        dp.table_insert("t", TableEntry((Exact(1),), ActionCall("fwd", (2,))))
+        dp.table_insert("t", TableEntry((Exact(2),), ActionCall("mc", (5,))))
+        dp.mcast_group_set(5, [Replica(3, 1), Replica(4, 2)])
+        dp.table_insert("e", TableEntry((Exact(3),), ActionCall("mark", (1000,))))
+        dp.table_insert("e", TableEntry((Exact(4),), ActionCall("mark", (2000,))))
+    for k1 in (1, 2, 1, 9):
+        lazy.receive(0, p.frame(k1, 0, 0))
+        ref.receive(0, p.frame(k1, 0, 0))
+        if k1 == 1 and len(out) == 1:
+            assert not lazy.cp.code_built  # unicast ran natively, egress table included
+    assert lazy.cp.code_built  # the multicast packet needed it
+    assert out == ref_out
+    assert [(port, o["out"], o["color"]) for port, o in out] == [
+        (2, 102, 7), (3, 1003, 0), (4, 2004, 0), (2, 102, 7), (0, 100, 0)]  # 9: a miss
+    # entries written after the code was built run on both paths alike
+    lazy.table_insert("t", TableEntry((Exact(9),), ActionCall("mc", (5,))))
+    ref.table_insert("t", TableEntry((Exact(9),), ActionCall("mc", (5,))))
+    lazy.receive(0, p.frame(9, 0, 0))
+    ref.receive(0, p.frame(9, 0, 0))
+    assert out == ref_out and [port for port, _ in out[5:]] == [3, 4]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,45 @@ def test_adjacency_kept_between_searches_follows_added_links_and_down_links() ->
     assert host not in topo.adjacency(down)[spine]
     assert topo.distances(far, down)[host] == 4
     assert host in topo.adjacency()[spine]
+
+
+def test_kept_indexes_answer_as_a_scan_and_follow_added_links() -> None:
+    """links_of, nvlink_port and distances keep what they build; a link added later is in
+    the next answer, and every answer is the one a scan of the lists gives."""
+    from topologies.generators import parse_spec
+
+    topo = parse_topology(parse_spec("rail:servers=2,gpus=2"))
+
+    def scanned_links(node: str) -> list:
+        return [lk for lk in topo.links if node in (lk.a, lk.b)]
+
+    for node in [*topo.switches, *topo.hosts]:
+        assert topo.links_of(node) == scanned_links(node)
+    for h in topo.hosts:
+        assert topo.host_ports(h) == len(topo.hosts[h].leaves) + sum(
+            h in (nv.a, nv.b) for nv in topo.nvlinks)
+    for nv in topo.nvlinks:
+        assert topo.nvlink_port(nv.a, nv.b) == nv.a_port
+        assert topo.nvlink_port(nv.b, nv.a) == nv.b_port
+    with pytest.raises(KeyError, match="no NVLink"):
+        topo.nvlink_port(topo.nvlinks[0].a, topo.nvlinks[0].a)
+    host, other = next(iter(topo.hosts)), list(topo.hosts)[-1]
+    far = max(topo.distances(host).values())
+    spine = next(s for s, sw in topo.switches.items() if sw.role == "spine")
+    before = topo.distances(host)
+    assert topo.distances(host) is before  # kept
+    # a host-to-spine link added later: in the next answers of all three
+    lk = topo.links[0]
+    topo.links.append(type(lk)(spine, host, 99, 9, lk.queue))
+    assert topo.links_of(host) == scanned_links(host) and topo.links_of(host)[-1].a == spine
+    assert topo.distances(host)[spine] == 1 and topo.distances(host) is not before
+    assert topo.distances(host)[other] <= far
+    # an NVLink added later (a pair that had none): its ports in the next answer
+    pair = next((a, b) for a in topo.hosts for b in topo.hosts
+                if a != b and not any({nv.a, nv.b} == {a, b} for nv in topo.nvlinks))
+    with pytest.raises(KeyError):
+        topo.nvlink_port(*pair)
+    topo.nvlinks.append(replace(topo.nvlinks[0], a=pair[0], b=pair[1], a_port=7, b_port=8))
+    assert (topo.nvlink_port(*pair), topo.nvlink_port(pair[1], pair[0])) == (7, 8)
+    assert topo.host_ports(pair[0]) == len(topo.hosts[pair[0]].leaves) + sum(
+        pair[0] in (nv.a, nv.b) for nv in topo.nvlinks)

@@ -269,11 +269,14 @@ void hc_flow_info(hc_t *H, int id, int f, i64 *iv, double *dv) {
     dv[1] = F->delay_sum;
 }
 
-/* flow f's depth histogram (window + 1 counts) and its records (index, length, crc;
- * completion) */
+/* flow f's depth histogram (min(window, max depth) + 1 counts) and its records (index,
+ * length, crc; completion) */
 void hc_flow_detail(hc_t *H, int id, int f, i64 *hist, i64 *rec, double *completion) {
     flow_t *F = H->prog[id].r->flow[f];
-    for (i64 d = 0; d <= F->window; d++) hist[d] = d < F->hist_cap ? F->hist[d] : 0;
+    /* depths 0..min(window, max_depth): none deeper was ever counted (the caller's
+       buffer holds as many) */
+    i64 top = F->max_depth < F->window ? F->max_depth : F->window;
+    for (i64 d = 0; d <= top; d++) hist[d] = d < F->hist_cap ? F->hist[d] : 0;
     for (i64 i = 0; i < F->nrec; i++) {
         rec[3 * i] = F->rec[i].index;
         rec[3 * i + 1] = F->rec[i].length;

@@ -31,7 +31,9 @@ class NativePacket:
 class NativeFlow(V1Model):
     def __init__(self, cp: Any, tm: Any, output: Any, digest_out: Any, clock: Any, t0: int,
                  log: Any, state: NativeState) -> None:
-        super().__init__(cp, tm, output, digest_out, clock, t0, log, None)
+        # the Python path's functions are built only if a packet needs them (py_receive,
+        # py_egress, the special cases after ingress)
+        super().__init__(cp, tm, output, digest_out, clock, t0, log, None, lazy=True)
         self.native = state
         ffi = build.ffi()
         self._ffi, self._lib, self._C = ffi, state.lib, state.C
@@ -44,11 +46,18 @@ class NativeFlow(V1Model):
         self._direct = ffi.new("uint8_t[]", 512)  # ports whose queue a packet bypasses
         self._direct_gen = [-1]
         self._phv_pool: list[Any] = []  # PHV buffers of packets egress is done with
-        self.py_receive, self.py_egress = self.receive, self.egress
         self._egress = self._make_egress()
         self._queue_up = self._make_queue_up()
         self.receive = self._make_receive()
         self.egress = self._egress_any  # type: ignore[method-assign]
+
+    def py_receive(self, *args: Any) -> None:
+        """The Python path's receive (resubmitted and recirculated packets)."""
+        self._build_stages()["receive"](*args)
+
+    def py_egress(self, *args: Any) -> None:
+        """The Python path's egress (a packet that left ingress on the Python path)."""
+        self._build_stages()["egress"](*args)
 
     # -- ingress --------------------------------------------------------------------------------
 
@@ -237,6 +246,7 @@ class NativeFlow(V1Model):
     def _egress_clone_tail(self, NP: NativePacket, port: int, session: int, fl: int) -> None:
         """stages.egress after the pipeline, in Python, for a packet that asked for an E2E
         clone: the clone is made by the Python path's own function."""
+        self._build_stages()  # the clone, checksums and deparser below are Python code
         P = self._to_python(NP.F, NP.data, NP.pos, NP.ingress_port)
         P.clone_session, P.clone_fl = session, fl
         F, cp, tm = P.F, self.cp, self.tm

@@ -15,6 +15,17 @@ from topologies.model import Topology
 Port = tuple[str, int]  # (switch, port)
 
 
+def _series_for(series: dict[Port, list], sample: Mapping[Port, int]) -> dict[Port, list]:
+    """``series`` with a list for every port of ``sample``, new ones in the sample's
+    order (a run's ports are the same at every sample: one set difference, in C, instead
+    of a new empty list per port per sample for ``setdefault``)."""
+    if len(series) < len(sample) or sample.keys() - series.keys():
+        for key in sample:
+            if key not in series:
+                series[key] = []
+    return series
+
+
 class FabricSamples:
     def __init__(self) -> None:
         self.tx: dict[Port, list[tuple[float, int]]] = {}  # cumulative packets sent
@@ -26,14 +37,16 @@ class FabricSamples:
         self._last_depth: tuple[float, Mapping[Port, int]] | None = None
 
     def add_tx(self, t: float, counts: Mapping[Port, int]) -> None:
+        series = _series_for(self.tx, counts)
         for key, packets in counts.items():
-            self.tx.setdefault(key, []).append((t, packets))
+            series[key].append((t, packets))
 
     def add_depth(self, t: float, depths: Mapping[Port, int]) -> None:
+        series = _series_for(self.depth, depths)
         peak = self.window_peak
         for key, depth in depths.items():
-            self.depth.setdefault(key, []).append((t, depth))
-            if depth > peak.get(key, 0):
+            series[key].append((t, depth))
+            if depth and depth > peak.get(key, 0):  # most queues are empty: no lookup
                 peak[key] = depth
         self.times.append(t)
         self._last_depth = (t, depths)

@@ -166,6 +166,19 @@ class NativeHosts:
         for w, (host, port) in nf.to_host.items():
             flib.fab_wire_endpoint(nf.X, w, self.index[host], port)
         self.programs: dict[int, CProgram] = {}
+        # scratch arrays for reading programs back (a 128-rank ring reads 98 k programs:
+        # allocating each read's arrays anew was a million cffi allocations); the
+        # variable-length ones grow as needed (_scratch)
+        self._iv, self._dv = ffi.new("i64[20]"), ffi.new("double[2]")
+        self._grown: dict[str, Any] = {}
+
+    def _scratch(self, use: str, ctype: str, n: int) -> Any:
+        """A ``ctype`` ("i64"/"double") array of at least ``n`` items for ``use``, reused
+        between reads (each read copies what it needs out before the next)."""
+        buf = self._grown.get(use)
+        if buf is None or len(buf) < n:
+            buf = self._grown[use] = self.ffi.new(f"{ctype}[]", max(64, 2 * n))
+        return buf
 
     def unclaimed(self) -> int:
         return sum(int(self.lib.hc_unclaimed(self.H, h)) for h in range(len(self.names)))
@@ -236,10 +249,10 @@ class NativeHosts:
     # -- reading back -----------------------------------------------------------------------
     def sync_sender(self, pid: int, node: Sender) -> None:
         ffi, lib = self.ffi, self.lib
-        iv, dv = ffi.new("i64[16]"), ffi.new("double[2]")
+        iv, dv = self._iv, self._dv
         lib.hc_sender_info(self.H, pid, iv, dv, ffi.NULL)
         done = iv[11]
-        msgs = ffi.new("double[]", max(1, 3 * done))
+        msgs = self._scratch("msgs", "double", 3 * done)
         lib.hc_sender_info(self.H, pid, iv, dv, msgs)
         if iv[15]:
             raise RuntimeError(f"C hosts: sender {node.cfg.qpn} met {iv[15]} ACKs with INT or "
@@ -263,7 +276,7 @@ class NativeHosts:
         self._sync_failovers(pid, node)
 
     def _sync_port(self, pid: int, node: Any) -> None:
-        iv = self.ffi.new("i64[4]")
+        iv = self._iv
         for p, port in enumerate(node.ports):
             self.lib.hc_prog_info(self.H, pid, p, iv)
             port.sent, port.send_errors, port.up = int(iv[0]), int(iv[1]), bool(iv[3])
@@ -272,18 +285,21 @@ class NativeHosts:
         """Sender.failovers and each port's events (what _check_ports and _fail record)."""
         ffi, lib = self.ffi, self.lib
         n = lib.hc_port_events(self.H, pid, ffi.NULL, ffi.NULL)
-        iv, dv = ffi.new("i64[]", max(1, 3 * n)), ffi.new("double[]", max(1, n))
-        lib.hc_port_events(self.H, pid, iv, dv)
         for port in node.ports:
             port.events = []
+        if n:
+            iv, dv = self._scratch("ev_i", "i64", 3 * n), self._scratch("ev_d", "double", n)
+            lib.hc_port_events(self.H, pid, iv, dv)
         for i in range(n):
             event: dict[str, object] = {"t": dv[i], "event": "down" if iv[3 * i + 1] else "up"}
             if iv[3 * i + 1]:
                 event["reason"] = REASONS[iv[3 * i + 2]]
             node.ports[iv[3 * i]].events.append(event)
         n = lib.hc_failovers(self.H, pid, ffi.NULL, ffi.NULL)
-        iv, dv = ffi.new("i64[]", max(1, 3 * n)), ffi.new("double[]", max(1, 3 * n))
-        lib.hc_failovers(self.H, pid, iv, dv)
+        if n:
+            iv = self._scratch("fo_i", "i64", 3 * n)
+            dv = self._scratch("fo_d", "double", 3 * n)
+            lib.hc_failovers(self.H, pid, iv, dv)
         node.failovers = []
         for i in range(n):
             fo: dict[str, object] = {
@@ -296,20 +312,19 @@ class NativeHosts:
 
     def sync_receiver(self, pid: int, node: Receiver) -> None:
         ffi, lib = self.ffi, self.lib
-        head = ffi.new("i64[2]")
-        nflows = lib.hc_receiver_flows(self.H, pid, head)
-        node.messages_total, node.not_roce = int(head[0]), int(head[1])
+        iv, dv = self._iv, self._dv
+        nflows = lib.hc_receiver_flows(self.H, pid, iv)
+        node.messages_total, node.not_roce = int(iv[0]), int(iv[1])
         node.flows = {}
-        iv, dv = ffi.new("i64[20]"), ffi.new("double[2]")
         for f in range(nflows):
             lib.hc_flow_info(self.H, pid, f, iv, dv)
             window, nrec = int(iv[18]), int(iv[16])
             # depths up to the deepest seen (hc_flow_detail copies no more): the window is
             # tens of thousands of cells, and a 128-rank ring reads back 65 k flows
             top = min(window, int(iv[14]))
-            hist = ffi.new("i64[]", top + 1)
-            rec = ffi.new("i64[]", max(1, 3 * nrec))
-            comp = ffi.new("double[]", max(1, nrec))
+            hist = self._scratch("hist", "i64", top + 1)
+            rec = self._scratch("rec", "i64", 3 * nrec)
+            comp = self._scratch("comp", "double", nrec)
             lib.hc_flow_detail(self.H, pid, f, hist, rec, comp)
             key = (int(iv[17]).to_bytes(4, "big"), int(iv[0]))
             rb = ReorderBuffer(window=window, expected=int(iv[19]))

@@ -195,8 +195,10 @@ class SimSwitch(HopSwitch):
         """(ports with a wire, their ``counter`` packets, their queue depths): the run's
         periodic sample of this switch, in one read of each."""
         ports = list(self.wires)
-        depth = self.queue_depth
-        return ports, self.dp.counter_packets(counter, ports), [depth(p) for p in ports]
+        hop = self._hop
+        depths = hop.backlogs(ports) if hop and hop.active else \
+            [self.dp.tm.port_backlog.get(p, 0) for p in ports]  # queue_depth's two cases
+        return ports, self.dp.counter_packets(counter, ports), depths
 
     def queue_depth(self, port: int) -> int:
         """Packets waiting for ``port`` now (all priorities)."""

@@ -121,6 +121,8 @@ class SimRun:
         self._records_seen = 0  # INT records the scheduler has looked at
         self._ideal: tuple[Workload, float] | None = None  # (workload, _ideal_s of it)
         self._sample_scale = 1  # the sampling interval's multiple of its planned value
+        # per switch, its sampled ports and their (switch, port) keys (_sample)
+        self._sample_keys: dict[str, tuple[list[int], list[tuple[str, int]]]] = {}
         self.c_fabric = "off: not started"  # cellfabric.sim.cfabric: on, or why not
         self.c_hosts = "off: not started"  # cellfabric.sim.chosts: on, or why not
 
@@ -353,9 +355,13 @@ class SimRun:
         t = self.engine.clock()
         tx: dict[tuple[str, int], int] = {}
         depth: dict[tuple[str, int], int] = {}
+        known = self._sample_keys
         for name, sw in self.fabric.switches.items():
             ports, packets, depths = sw.port_samples(C_PORT_TX)
-            keys = [(name, port) for port in ports]
+            seen = known.get(name)
+            if seen is None or seen[0] != ports:  # the keys once per switch, not per sample
+                seen = known[name] = (ports, [(name, port) for port in ports])
+            keys = seen[1]
             tx.update(zip(keys, packets, strict=True))
             depth.update(zip(keys, depths, strict=True))
         self.samples.add_tx(t, tx)

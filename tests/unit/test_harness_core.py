@@ -39,6 +39,23 @@ def test_sampler_link_rates_per_direction() -> None:
     assert s.queue_samples() == {f"{lk.a}:{lk.a_port}": [[0.5, 3]]}
 
 
+def test_a_port_first_read_later_starts_its_series_then_and_peaks_count_only_depths() -> None:
+    # the emulation's monitor may miss a switch's read: a port can first appear at any sample
+    s = FabricSamples()
+    s.add_depth(0.0, {("s1", 1): 0, ("s1", 2): 4})
+    s.add_depth(0.5, {("s2", 1): 2, ("s1", 1): 0, ("s1", 2): 1})
+    s.add_depth(1.0, {("s1", 1): 6})
+    assert list(s.depth) == [("s1", 1), ("s1", 2), ("s2", 1)]  # first-seen order
+    assert s.depth[("s2", 1)] == [(0.5, 2)]
+    assert s.depth[("s1", 1)] == [(0.0, 0), (0.5, 0), (1.0, 6)]
+    assert s.window_peak == {("s1", 2): 4, ("s2", 1): 2, ("s1", 1): 6}  # no empty queue
+    s.add_tx(0.0, {("s1", 1): 3})
+    s.add_tx(0.5, {("s1", 2): 1, ("s1", 1): 5})
+    assert s.tx == {("s1", 1): [(0.0, 3), (0.5, 5)], ("s1", 2): [(0.5, 1)]}
+    s.add_tx(1.0, {("s1", 1): 6, ("s3", 1): 9})  # as many ports as before, one of them new
+    assert s.tx[("s3", 1)] == [(1.0, 9)] and s.tx[("s1", 2)] == [(0.5, 1)]
+
+
 def test_host_side_of_a_link_reads_zero() -> None:
     topo = resolve_topology("leaf-spine")
     lk = next(lk for lk in topo.links if lk.a in topo.hosts or lk.b in topo.hosts)

@@ -19,7 +19,7 @@ def _series_for(series: dict[Port, list], sample: Mapping[Port, int]) -> dict[Po
     """``series`` with a list for every port of ``sample``, new ones in the sample's
     order (a run's ports are the same at every sample: one set difference, in C, instead
     of a new empty list per port per sample for ``setdefault``)."""
-    if len(series) < len(sample) or sample.keys() - series.keys():
+    if sample.keys() - series.keys():
         for key in sample:
             if key not in series:
                 series[key] = []

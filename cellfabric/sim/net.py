@@ -195,16 +195,20 @@ class SimSwitch(HopSwitch):
         """(ports with a wire, their ``counter`` packets, their queue depths): the run's
         periodic sample of this switch, in one read of each."""
         ports = list(self.wires)
+        return ports, self.dp.counter_packets(counter, ports), self.queue_depths(ports)
+
+    def queue_depths(self, ports: list[int]) -> list[int]:
+        """Packets waiting for each of ``ports`` now (all priorities): the C hop's queues
+        while it runs, else the traffic manager's."""
         hop = self._hop
-        depths = hop.backlogs(ports) if hop and hop.active else \
-            [self.dp.tm.port_backlog.get(p, 0) for p in ports]  # queue_depth's two cases
-        return ports, self.dp.counter_packets(counter, ports), depths
+        if hop and hop.active:
+            return hop.backlogs(ports)
+        backlog = self.dp.tm.port_backlog
+        return [backlog.get(p, 0) for p in ports]
 
     def queue_depth(self, port: int) -> int:
         """Packets waiting for ``port`` now (all priorities)."""
-        if self._hop and self._hop.active:
-            return self._hop.backlog_of(port)
-        return self.dp.tm.port_backlog.get(port, 0)
+        return self.queue_depths([port])[0]
 
 
 @dataclass

@@ -292,12 +292,9 @@ class NativeHop:
 
     # -- reads while active ---------------------------------------------------------------------
 
-    def backlog_of(self, port: int) -> int:
-        return int(self.lib.hop_backlog_of(self.T, port)) if 0 <= port < MAXP else 0
-
     def backlogs(self, ports: list[int]) -> list[int]:
-        """``backlog_of`` each of ``ports``, in one call (the simulator's sampler reads every
-        port of every switch a thousand times in a long run)."""
+        """Packets queued for each of ``ports`` (0 for a port out of range), in one call: the
+        simulator's sampler reads every port of every switch a thousand times in a long run."""
         of, T = self.lib.hop_backlog_of, self.T
         return [of(T, p) if 0 <= p < MAXP else 0 for p in ports]
 

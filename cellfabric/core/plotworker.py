@@ -204,7 +204,9 @@ def _serve(conn: Connection) -> None:
         try:
             m, out_dir, only = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
-            return
+            # done (its PNGs are closed files): out at once, as the parent's close() joins
+            # it; the interpreter's own exit tore down matplotlib's modules for 0.1 s
+            os._exit(0)
         try:
             reply: tuple[str, Any] = ("ok", write_plots(m, out_dir, only))
         except Exception as exc:

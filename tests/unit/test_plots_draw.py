@@ -156,3 +156,21 @@ def test_a_heatmap_queue_figure_laid_out_without_constrained_layout_keeps_its_te
     assert min(b.y0 for b in xticks) >= title.y1  # the panel above's ticks clear this title
     suptitle = fig._suptitle.get_window_extent(renderer)
     assert suptitle.y0 >= upper.title.get_window_extent(renderer).y1
+
+
+def test_a_heatmap_tier_labels_every_third_of_its_40_queues_by_their_links() -> None:
+    """40 queues a tier: a label every 3rd row (rows 0, 3, ..., 39), each the link direction
+    its queue sends on; the title counts the tier's queues and its deepest sample."""
+    m = _heatmap_metrics(8)
+    acct = link_accounting(m.link_load["links"], 1.0)
+    fig = plots._queue_depths(m, acct)
+    heat = [ax for ax in fig.axes if ax.images]
+    assert len(heat) == 2
+    for ax, (tier, first) in zip(heat, (("leaf-spine up", "l"), ("spine-core down", "s")), strict=True):
+        rows = [int(round(t)) for t in ax.get_yticks()]
+        assert rows == list(range(0, 40, 3))
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        # queue "l7:8" sends on direction "l7->xx7" (rows in the queues' natural order)
+        assert labels == [f"{first}{r}->xx{r}" for r in rows]
+        assert ax.get_title(loc="left").startswith(f"{tier}: 40 queues, 40 ever non-empty, "
+                                                   "deepest 12 packets")

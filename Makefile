@@ -80,6 +80,7 @@ test-toolchain:  ## needs the real p4lang toolchain on PATH: real p4c, PTF, corp
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/toolchain \
 	  tests/conformance/test_corpus.py::test_corpus_p4sim_json_on_real_bmv2 \
 	  tests/e2e/test_fattree.py -k "bmv2 or toolchain or corpus"
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e/test_nos_inband.py -k bmv2
 	CELLFABRIC_TARGET=bmv2 $(BIN)/pytest $(PYTEST_FLAGS) tests/ptfsuite $(PTF_BMV2_SELECT)
 
 lint:

@@ -22,6 +22,8 @@ from cellfabric.emulation.secure import RunPki
 from netlab.hosts import port_free
 from topologies.model import GRPC_BASE, THRIFT_BASE, Topology
 
+CPU_LINK_MTU = 9000  # a CPU-port veth's: a full-size frame with the controller header in front
+
 
 @dataclass
 class FabricNet:
@@ -37,7 +39,11 @@ class FabricNet:
     thrift_base: int = THRIFT_BASE
     net: Mininet | None = None
     pki: RunPki | None = None  # --secure: every switch serves mutual TLS with this run's CA
-    cpu_port: int | None = None  # --routing bgp: packet I/O for the switch's own network OS
+    cpu_port: int | None = None  # P4Runtime packet I/O on this port (--cpu-port)
+    # --routing bgp: this port of every switch is a veth of its own, the network OS's relay
+    # reads the far end (cpu_relay_ifname): packet I/O without a gRPC message per frame
+    cpu_link_port: int | None = None
+    cpu_links: list[str] = field(default_factory=list)  # the veths made (their switch ends)
 
     def __post_init__(self) -> None:
         # Several fabrics may run on one machine (a user's and a test's): when the usual
@@ -51,20 +57,42 @@ class FabricNet:
                 self.thrift_base += shift
                 return
 
-    def ifname(self, node: str, port: int) -> str:
+    def ifname(self, node: str, port: int | str) -> str:
         return f"{self.tag}{node}e{port}"
+
+    def cpu_relay_ifname(self, switch: str) -> str:
+        """The end of ``switch``'s CPU-port veth that its relay reads (cpu_link_port)."""
+        return self.ifname(switch, "r")
+
+    def _make_cpu_links(self) -> None:
+        """A veth pair per switch: one end is the switch's CPU port, the relay reads the
+        other. Both stay silent (no address, no IPv6): anything the kernel sent into the CPU
+        port would reach the switch's parser as a packet_out header and a frame. Their MTU
+        leaves room for that 2-byte header in front of a full-size frame."""
+        for sw in self.topo.switches:
+            a, b = self.ifname(sw, "c"), self.cpu_relay_ifname(sw)
+            _ip(["link", "add", a, "mtu", str(CPU_LINK_MTU), "type", "veth", "peer", "name",
+                 b, "mtu", str(CPU_LINK_MTU)])
+            self.cpu_links.append(a)
+            for end in (a, b):
+                _ipv6_off(end)
+                _ip(["link", "set", end, "up"])
 
     def build(self) -> Mininet:
         net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False)
         log_dir = str(self.run_dir / "logs")
+        if self.cpu_link_port is not None:
+            self._make_cpu_links()
         for sw in self.topo.switches.values():
+            extra = ({self.cpu_link_port: self.ifname(sw.name, "c")}
+                     if self.cpu_link_port is not None else None)
             net.addSwitch(
                 self.node_name(sw.name), cls=P4Switch, target=self.target,
                 device_id=sw.device_id, grpc_port=self.grpc_base + sw.device_id,
                 thrift_port=self.thrift_base + sw.device_id, json_path=self.json_path,
                 priority_queues=self.priority_queues, log_dir=log_dir,
-                switch_log=self.switch_log, cpu_port=self.cpu_port,
+                switch_log=self.switch_log, cpu_port=self.cpu_port, extra_ports=extra,
                 tls_args=self.pki.switch_args(sw.name) if self.pki else None,
                 pcap_dir=str(self.run_dir / "pcap" / sw.name) if self.pcap else None,
             )
@@ -169,6 +197,16 @@ class FabricNet:
         if self.net is not None:
             self.net.stop()
             self.net = None
+        while self.cpu_links:  # deleting one end deletes the pair
+            with contextlib.suppress(RuntimeError):
+                _ip(["link", "del", self.cpu_links.pop()])
+
+
+def _ip(args: list[str]) -> None:
+    """One `ip` command in the root namespace; a failure says which."""
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
 
 
 def _tc(args: list[str]) -> None:

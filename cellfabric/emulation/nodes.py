@@ -107,10 +107,13 @@ class P4Switch(ProcessSwitch):
         pcap_dir: str | None = None,
         switch_log: bool = False,
         tls_args: list[str] | None = None,
+        extra_ports: dict[int, str] | None = None,
         **params,
     ) -> None:
         super().__init__(name, **params)
         self.tls_args = list(tls_args or [])
+        # ports on interfaces that are no Mininet link (the CPU port's veth under bgp)
+        self.extra_ports = dict(extra_ports or {})
         self.switch_log = switch_log
         self.target = target
         self.device_id = device_id
@@ -120,6 +123,9 @@ class P4Switch(ProcessSwitch):
         self.json_path = json_path
         self.priority_queues = priority_queues
         self.pcap_dir = pcap_dir
+
+    def port_map(self) -> dict[int, str]:
+        return {**super().port_map(), **self.extra_ports}
 
     @property
     def grpc_addr(self) -> str:

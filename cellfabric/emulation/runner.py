@@ -52,6 +52,7 @@ from cellfabric.emulation.admin import SwitchAdmin
 from cellfabric.emulation.monitor import FabricMonitor
 from cellfabric.emulation.network import FabricNet
 from cellfabric.emulation.secure import RunPki
+from controlplane.errors import ControlPlaneError
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FABRIC_ROLE, FabricController, fabric_role_config
 from controlplane.fabric_plan import CPU_PORT as FABRIC_CPU_PORT
@@ -60,7 +61,8 @@ from netlab.hosts import stop_process
 from netlab.targets import compile_p4
 from topologies.model import Topology
 
-# fabric.p4's default CPU_PORT (p4src/include/defines.p4): the switch's --cpu-port under bgp
+# fabric.p4's default CPU_PORT (p4src/include/defines.p4): under bgp, the port each switch
+# maps to a veth its relay reads
 CPU_PORT = FABRIC_CPU_PORT
 
 
@@ -135,7 +137,7 @@ class FabricRun:
         _say(f"[2/5] starting {len(topo.switches)} switches and {len(topo.hosts)} hosts{secured}")
         self.fnet = FabricNet(topo, cfg.target, None, cfg.run_dir, pcap=cfg.pcap,
                               switch_log=cfg.switch_log, pki=self.pki,
-                              cpu_port=CPU_PORT if cfg.routing == "bgp" else None)
+                              cpu_link_port=CPU_PORT if cfg.routing == "bgp" else None)
         self.fnet.build()
         dead = self.fnet.start()
         if dead:
@@ -187,18 +189,19 @@ class FabricRun:
         assert self.fnet is not None and self.controller is not None and self.fabric is not None
         cfg, topo = self.cfg, self.topo
         _say("      --routing bgp: FRR (zebra, bfdd, bgpd) in a namespace per switch, "
-             "in band over each switch's CPU port")
+             f"in band over each switch's CPU port ({CPU_PORT}, a veth its relay reads)")
         self.nos = FabricNos(topo, cfg.run_dir.name, cfg.run_dir.resolve() / "frr", {
             name: (self.fnet.switch(name).grpc_addr, sw.device_id)
             for name, sw in topo.switches.items()},
             log=lambda m: self.event_log.append({"t": time.time(), "event": m}),
             timers=BfdTimers(tx_ms=cfg.bfd_ms, rx_ms=cfg.bfd_ms),
             # real BMv2 has no P4Runtime roles: relays and agents use the controller's streams
-            shared=dict(self.fabric.connections) if cfg.target == "bmv2" else None)
+            shared=dict(self.fabric.connections) if cfg.target == "bmv2" else None,
+            cpu_ifaces={name: self.fnet.cpu_relay_ifname(name) for name in topo.switches})
         try:
             self.nos.start()
             converged = self.nos.wait_converged()
-        except (FrrError, NamespaceError) as exc:
+        except (FrrError, NamespaceError, ControlPlaneError) as exc:
             raise RunError(str(exc)) from exc
         self.bgp = {"converged_s": converged, "bfd_ms": cfg.bfd_ms, **self.nos.summary()}
         _say(f"      BGP converged in {converged:.1f} s: every switch forwards every host "

@@ -23,8 +23,15 @@ from typing import Any
 
 from cellfabric.nos.frr import FrrError, FrrInstance
 from cellfabric.nos.frr_config import BfdTimers, SwitchRouting, port_interface, routing_plan
+from cellfabric.nos.frrlog import LogTail, bfd_changes, route_updates
 from cellfabric.nos.namespace import HostPort, SwitchNamespace, TapPort, remove_run_namespaces
-from cellfabric.nos.relay import RELAY_ROLE, PacketRelay, RelayPort, relay_role_config
+from cellfabric.nos.relay import (
+    RELAY_ROLE,
+    PacketRelay,
+    PortRelay,
+    RelayPort,
+    relay_role_config,
+)
 from controlplane.connection import SwitchConnection
 from controlplane.errors import ControlPlaneError
 from topologies.model import Topology, router_mac
@@ -33,8 +40,8 @@ CONVERGE_WAIT_S = 120.0
 READY_QUIET_S = 1.0   # no route agent wrote for this long: the run's tables have settled
 QUIET_S = 3.0          # a BGP table unchanged this long after a failure has converged
 FAILURE_WAIT_S = 30.0
-POLL_S = 0.05         # BFD on the failed links' ends (two vtysh calls a round)
-RIB_POLL_S = 0.25     # every switch's BGP table (a vtysh call per switch a round)
+LOG_POLL_S = 0.25     # FRR's logs, read for what they gained (no vtysh: a failure's
+                      # timing reads bfdd's and bgpd's own records, cellfabric.nos.frrlog)
 
 
 @dataclass
@@ -61,6 +68,9 @@ class FabricNos:
     # only the primary gets PacketIns) shares the controller's connection per switch instead
     shared: dict[str, SwitchConnection] | None = None
     log: Callable[[str], None] = lambda _msg: None
+    # switch -> the interface its relay reads for the CPU port (PortRelay); None: the
+    # relay takes PacketIns and sends PacketOuts over P4Runtime (the switch's --cpu-port)
+    cpu_ifaces: dict[str, str] | None = None
     switches: dict[str, SwitchNos] = field(default_factory=dict)
     frr_started_at: float | None = None  # when the first FRR instance started
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -85,8 +95,10 @@ class FabricNos:
         self.switches[name] = sw
         if own:
             conn.connect()
-        sw.relay = PacketRelay(conn, ns.name, [RelayPort(s.port, s.interface, s.local_ip)
-                                               for s in routing.sessions])
+        relay_ports = [RelayPort(s.port, s.interface, s.local_ip) for s in routing.sessions]
+        sw.relay = (PortRelay(conn, ns.name, relay_ports, self.cpu_ifaces[name],
+                              self.folder / name / "relay")
+                    if self.cpu_ifaces is not None else PacketRelay(conn, ns.name, relay_ports))
         sw.relay.start()
         sw.frr = FrrInstance(ns.name, routing, self.folder / name, self.timers)
         if self.frr_started_at is None:
@@ -195,50 +207,35 @@ class FabricNos:
                          "failed": agent.failed, "missing_prefixes": lacking}
         return out
 
-    def _ribs(self) -> dict[str, dict[str, int]]:
-        out = {}
-        for name, sw in self.switches.items():
-            if sw.frr is not None:
-                with contextlib.suppress(FrrError, ValueError):
-                    out[name] = sw.frr.bgp_routes()
-        return out
-
     def measure_failure(self, links: list[str], up: bool, t_inject: float) -> dict[str, Any]:
-        """Detection (BFD on an end of a failed link changes state), convergence (the last
-        change of any switch's BGP table, once none changed for QUIET_S) and reprogramming
-        (the route agents' last write) after ``t_inject``, in seconds (None: not seen)."""
-        ends: list[tuple[SwitchNos, str]] = []
+        """Detection (the first BFD state change to down, or to up for a repair, on an end
+        of a failed link, from bfdd's log), convergence (the last route any bgpd handed its
+        zebra, once none did for QUIET_S, from bgpd's log) and reprogramming (the route
+        agents' last write) after ``t_inject``, in seconds (None: not seen)."""
+        ends: set[tuple[str, str]] = set()  # (switch, peer address) per failed session end
         for link in links:
             for sw in self.switches.values():
                 for s in sw.routing.sessions:
                     if s.link == link or (set(link.split("-")) == {sw.name, s.peer}):
-                        ends.append((sw, s.peer_ip))
-        detect: dict[str, float | None] = {"s": None}
-
-        def watch_bfd() -> None:
-            while time.time() - t_inject < FAILURE_WAIT_S and not self._stop.is_set():
-                for sw, peer in ends:
-                    if sw.frr is not None and (peer in sw.frr.bfd_peers_up()) == up:
-                        detect["s"] = time.time() - t_inject
-                        return
-                time.sleep(POLL_S)
-
-        watcher = threading.Thread(target=watch_bfd, daemon=True)
-        watcher.start()
-        last_rib = self._ribs()
+                        ends.add((sw.name, s.peer_ip))
+        tails = {name: (LogTail(sw.frr.log_path("bfdd")), LogTail(sw.frr.log_path("bgpd")))
+                 for name, sw in self.switches.items() if sw.frr is not None}
+        detected: list[float] = []
         last_change: float | None = None
+        state = "up" if up else "down"
         while time.time() - t_inject < FAILURE_WAIT_S and not self._stop.is_set():
-            rib = self._ribs()
-            now = time.time()
-            if rib != last_rib:
-                last_rib, last_change = rib, now
-            elif last_change is not None and now - last_change >= QUIET_S:
+            for name, (bfd_tail, bgp_tail) in tails.items():
+                detected += [c.t for c in bfd_changes(bfd_tail.new_lines())
+                             if c.t >= t_inject and c.new == state and (name, c.peer) in ends]
+                for t, _, _ in route_updates(bgp_tail.new_lines()):
+                    if t >= t_inject and (last_change is None or t > last_change):
+                        last_change = t
+            if last_change is not None and time.time() - last_change >= QUIET_S:
                 break
-            time.sleep(RIB_POLL_S)
-        watcher.join()
+            self._stop.wait(LOG_POLL_S)
         writes = [b.wall_time for a in self.agents.values() for b in list(a.writes)
                   if b.wall_time >= t_inject]
-        return {"detect_s": detect["s"],
+        return {"detect_s": min(detected) - t_inject if detected else None,
                 "converge_s": None if last_change is None else last_change - t_inject,
                 "reprogram_s": max(writes) - t_inject if writes else None,
                 "bfd_sessions": len(ends)}
@@ -250,6 +247,9 @@ class FabricNos:
                 "route_agents": len(self.agents),
                 "frames_relayed_in": sum(sum(r.to_tap.values()) for r in relays),
                 "frames_relayed_out": sum(sum(r.from_tap.values()) for r in relays),
+                "frames_not_relayed": sum(r.unknown_port + r.malformed for r in relays),
+                "punt_path": ("CPU port veth" if self.cpu_ifaces is not None
+                              else "P4Runtime PacketIn/PacketOut"),
                 "vtysh": {n: sw.frr.vtysh_hint() for n, sw in self.switches.items()
                           if sw.frr is not None}}
 

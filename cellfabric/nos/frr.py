@@ -73,10 +73,18 @@ class FrrInstance:
 
     def write_configs(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "zebra.conf").write_text(zebra_conf(self.routing))
-        (self.folder / "bfdd.conf").write_text(bfdd_conf(self.routing, self.timers))
-        (self.folder / "bgpd.conf").write_text(bgpd_conf(self.routing))
+        for daemon, conf in (("zebra", zebra_conf(self.routing)),
+                             ("bfdd", bfdd_conf(self.routing, self.timers)),
+                             ("bgpd", bgpd_conf(self.routing))):
+            (self.folder / f"{daemon}.conf").write_text(self._log_lines(daemon) + conf)
         _chown_frr(self.folder)
+
+    def _log_lines(self, daemon: str) -> str:
+        """Each daemon's log, its times to the millisecond (the failure report reads BFD's
+        state changes there). Set in the config, not with ``--log file:``, whose target
+        ignores ``log timestamp precision``; what a daemon says before it reads its config
+        goes to its .out file."""
+        return f"log file {self.folder / f'{daemon}.log'}\nlog timestamp precision 3\n"
 
     def _argv(self, daemon: str) -> list[str]:
         argv = ["ip", "netns", "exec", self.netns, str(FRR_DIR / daemon),
@@ -84,7 +92,6 @@ class FrrInstance:
                 "-i", str(self.folder / f"{daemon}.pid"),
                 "--vty_socket", str(self.sock_dir),
                 "-z", str(self.sock_dir / "zserv.api"),
-                "--log", f"file:{self.folder / f'{daemon}.log'}",
                 "--limit-fds", "1024"]
         if daemon == "bfdd":
             argv += ["--bfdctl", str(self.sock_dir / "bfdd.sock")]
@@ -149,6 +156,10 @@ class FrrInstance:
 
     def vtysh_json(self, command: str) -> Any:
         return json.loads(self.vtysh(command) or "{}")
+
+    def log_path(self, daemon: str) -> Path:
+        """Where ``daemon`` logs while it runs (copied into the run's folder at stop)."""
+        return self.folder / f"{daemon}.log"
 
     def vtysh_hint(self) -> str:
         """The command a user types to reach this instance's vtysh."""

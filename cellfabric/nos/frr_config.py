@@ -141,8 +141,11 @@ def zebra_conf(sw: SwitchRouting) -> str:
 
 
 def bfdd_conf(sw: SwitchRouting, timers: BfdTimers) -> str:
+    """bfdd's: the timers as a profile the sessions name; every session's state change
+    in bfdd.log, to the millisecond (the failure report's detection time reads it there)."""
     return "\n".join([
-        f"hostname {sw.name}", "!", "bfd", " profile fabric",
+        f"hostname {sw.name}", "debug bfd peer", "!",
+        "bfd", " profile fabric",
         f"  transmit-interval {timers.tx_ms}", f"  receive-interval {timers.rx_ms}",
         f"  detect-multiplier {timers.multiplier}", " exit", "exit", "!"]) + "\n"
 
@@ -150,7 +153,7 @@ def bfdd_conf(sw: SwitchRouting, timers: BfdTimers) -> str:
 def bgpd_conf(sw: SwitchRouting) -> str:
     """bgpd's configuration: fast data-center timers, no policy required on eBGP (FRR 8
     otherwise exchanges nothing without a route-map), multipath across differing AS paths."""
-    lines = [f"hostname {sw.name}", "!", f"router bgp {sw.asn}",
+    lines = [f"hostname {sw.name}", "debug bgp zebra", "!", f"router bgp {sw.asn}",
              f" bgp router-id {sw.router_id}",
              # a session's every change, with its reason (BFD down, hold timer), in bgpd.log
              " bgp log-neighbor-changes",

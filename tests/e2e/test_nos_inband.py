@@ -1,8 +1,10 @@
 """BGP and BFD in band: two fabric.p4 switches (p4sim, and real BMv2 when it is on PATH)
 joined by one veth pair, each with FRR in its own namespace and a relay (cellfabric.nos.relay)
 between its CPU port and its namespace's TAP. The session between them can only come up over
-the data plane: punted by local_punt, relayed as PacketIn, answered as PacketOut. Taking the
-veth down breaks it: BFD detects it and the session drops. Waits are on FRR's reported state."""
+the data plane: punted by local_punt, relayed as a PacketIn (or, with the CPU port a veth of
+its own and no --cpu-port, as a frame read off that veth), answered the same way back. Taking
+the veth down breaks it: BFD detects it and the session drops. Waits are on FRR's reported
+state."""
 
 from __future__ import annotations
 
@@ -15,7 +17,13 @@ import pytest
 from cellfabric.nos.frr import FrrInstance, frr_available
 from cellfabric.nos.frr_config import BfdTimers, routing_plan
 from cellfabric.nos.namespace import SwitchNamespace, TapPort
-from cellfabric.nos.relay import RELAY_ROLE, PacketRelay, RelayPort, relay_role_config
+from cellfabric.nos.relay import (
+    RELAY_ROLE,
+    PacketRelay,
+    PortRelay,
+    RelayPort,
+    relay_role_config,
+)
 from controlplane.connection import SwitchConnection, wait_until
 from netlab.hosts import NetLab, free_port, tcp_accepts
 from netlab.targets import bmv2_available, compile_p4, switch_argv
@@ -36,9 +44,11 @@ def _until(what: str, check: Callable[[], bool]) -> None:
         f"not reached within {WAIT_S:.0f} s: {what}"
 
 
-@pytest.fixture(params=["embedded", "bmv2"])
+@pytest.fixture(params=[("embedded", "p4runtime"), ("embedded", "cpu-veth"),
+                        ("bmv2", "p4runtime"), ("bmv2", "cpu-veth")],
+                ids=lambda p: "-".join(p))
 def two_switches(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict]:
-    target = request.param
+    target, punt = request.param
     if target == "bmv2" and not bmv2_available():
         pytest.skip("real BMv2 not on PATH (source ../shared/toolchains/activate.sh)")
     json_path, p4info = compile_p4(ROOT / "p4src" / "fabric.p4", tmp_path / "build",
@@ -57,8 +67,13 @@ def two_switches(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dic
             for name, routing in plan.items():
                 grpc_port = free_port()
                 port = routing.sessions[0].port
-                lab.popen(None, switch_argv(target, {port: veth[name]}, f"127.0.0.1:{grpc_port}",
-                                            cpu_port=CPU_PORT, json=json_path,
+                ports = {port: veth[name]}
+                cpu_port: int | None = CPU_PORT
+                if punt == "cpu-veth":  # the CPU port is an interface: no --cpu-port
+                    cpu_end, relay_end = lab.veth(f"{name}c", f"{name}r", mtu=9000)
+                    ports[CPU_PORT], cpu_port = cpu_end, None
+                lab.popen(None, switch_argv(target, ports, f"127.0.0.1:{grpc_port}",
+                                            cpu_port=cpu_port, json=json_path,
                                             thrift_port=free_port()),
                           name=name, log=tmp_path / f"{name}.log")
                 _until(f"{name} serves P4Runtime", lambda p=grpc_port: tcp_accepts(p))
@@ -79,9 +94,11 @@ def two_switches(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dic
                 ns = SwitchNamespace(run_id, name, taps)
                 ns.create()
                 namespaces.append(ns)
-                relay = PacketRelay(relay_conn, ns.name, [RelayPort(s.port, s.interface,
-                                                                    s.local_ip)
-                                                          for s in routing.sessions])
+                relay_ports = [RelayPort(s.port, s.interface, s.local_ip)
+                               for s in routing.sessions]
+                relay = (PortRelay(relay_conn, ns.name, relay_ports, relay_end,
+                                   tmp_path / "relay" / name)
+                         if punt == "cpu-veth" else PacketRelay(relay_conn, ns.name, relay_ports))
                 relay.start()
                 relays.append(relay)
                 frrs[name] = FrrInstance(ns.name, routing, tmp_path / "frr" / name, TIMERS)
@@ -112,7 +129,7 @@ def test_bgp_session_over_the_data_plane_breaks_with_the_link(two_switches) -> N
     _until(f"{b} learned {a}'s host", lambda: "10.0.1.1/32" in frrs[b].bgp_routes())
     relays = two_switches["relays"]
     assert all(r.to_tap and r.from_tap for r in relays)  # both ways, through the switch
-    assert all(r.unknown_port == 0 for r in relays)
+    assert all(r.unknown_port == 0 and r.malformed == 0 for r in relays)
 
     two_switches["lab"].set_link(two_switches["veth"][a], up=False)
     _until(f"BFD on {b} detects the link down", lambda: frrs[b].bfd_peers_up() == set())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -50,10 +51,17 @@ def _run(tmp_path: Path, fail: str | None):
                     routing="bgp",
                     events=parse_fail(fail, topo) if fail else [], step_timeout_s=120,
                     progress=False)
+    links = _links()
     metrics, _ = execute(cfg)
     assert run_namespaces(cfg.run_dir.name) == []
     assert _frr_of_run(cfg.run_dir.name) == []
+    assert _links() - links == set()  # the CPU-port veths went with the switches
     return metrics
+
+
+def _links() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {line.split(": ")[1].split("@")[0] for line in out.splitlines() if ": " in line}
 
 
 def test_bgp_routing_delivers_every_message_through_a_link_failure(tmp_path: Path) -> None:
@@ -64,6 +72,8 @@ def test_bgp_routing_delivers_every_message_through_a_link_failure(tmp_path: Pat
     assert bgp["sessions"] == 4 and bgp["route_agents"] == 4
     assert bgp["converged_s"] > 0 and bgp["messages_lost"] == 0
     assert bgp["frames_relayed_in"] > 0 and bgp["frames_relayed_out"] > 0
+    # in band through each switch's CPU port, a veth its relay process reads
+    assert bgp["punt_path"] == "CPU port veth" and bgp["frames_not_relayed"] == 0
     (failure,) = m.run["failures"]
     assert failure["what"] == "l1-s1" and not failure["up"]
     # BFD on l1 or s1 saw the session go down, BGP tables changed, the agents wrote

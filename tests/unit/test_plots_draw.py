@@ -166,8 +166,9 @@ def test_a_heatmap_tier_labels_every_third_of_its_40_queues_by_their_links() -> 
     fig = plots._queue_depths(m, acct)
     heat = [ax for ax in fig.axes if ax.images]
     assert len(heat) == 2
-    for ax, (tier, first) in zip(heat, (("leaf-spine up", "l"), ("spine-core down", "s")), strict=True):
-        rows = [int(round(t)) for t in ax.get_yticks()]
+    tiers = (("leaf-spine up", "l"), ("spine-core down", "s"))
+    for ax, (tier, first) in zip(heat, tiers, strict=True):
+        rows = [round(t) for t in ax.get_yticks()]
         assert rows == list(range(0, 40, 3))
         labels = [t.get_text() for t in ax.get_yticklabels()]
         # queue "l7:8" sends on direction "l7->xx7" (rows in the queues' natural order)

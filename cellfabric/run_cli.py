@@ -20,6 +20,7 @@ from cellfabric.core.workloads import (
     WorkloadError,
     make_workload,
 )
+from cellfabric.nos.relay import PUNT_PATHS
 from controlplane.errors import ControlPlaneError
 from netlab.targets import ToolchainError, resolve_target
 from topologies.catalog import resolve_topology
@@ -213,6 +214,10 @@ def run_main(argv: list[str]) -> int:
     ap.add_argument("--bfd-ms", type=int, default=300, metavar="MS",
                     help="with --routing bgp: BFD's transmit/receive interval, detection after "
                          "3 missed (default 300 ms; a loaded machine may need more)")
+    ap.add_argument("--punt", choices=PUNT_PATHS, default=PUNT_PATHS[0],
+                    help="with --routing bgp: how FRR's frames reach the switch's CPU port: "
+                         "veth (default: the port is a veth a relay process reads) or "
+                         "p4runtime (--cpu-port: a PacketIn and a PacketOut per frame)")
     ap.add_argument("--trace-sample", type=int, default=0, metavar="N",
                     help="trace 1 packet in N at every switch to RESULTS/traces/ (real BMv2 "
                          "cannot sample: it logs every packet, which slows it) "
@@ -234,7 +239,7 @@ def run_main(argv: list[str]) -> int:
                         run_dir=run_dir, events=events, pcap=args.pcap,
                         switch_log=args.switch_log, secure=args.secure,
                         step_timeout_s=args.step_timeout, routing=args.routing,
-                        bfd_ms=args.bfd_ms,
+                        bfd_ms=args.bfd_ms, punt=args.punt,
                         credit_unscheduled=parse_credit_unscheduled(args.credit_unscheduled),
                         scheduler=scheduler)
         metrics, path = execute(cfg)

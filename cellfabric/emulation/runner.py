@@ -52,6 +52,7 @@ from cellfabric.emulation.admin import SwitchAdmin
 from cellfabric.emulation.monitor import FabricMonitor
 from cellfabric.emulation.network import FabricNet
 from cellfabric.emulation.secure import RunPki
+from cellfabric.nos.relay import PUNT_PATHS
 from controlplane.errors import ControlPlaneError
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FABRIC_ROLE, FabricController, fabric_role_config
@@ -86,7 +87,12 @@ class RunConfig:
     secure: bool = False  # --secure: mutual TLS on every switch's P4Runtime (RUN/pki)
     routing: str = "central"  # --routing: central (the controller) or bgp (FRR per switch)
     bfd_ms: int = 300  # --bfd-ms: BFD transmit and receive interval (detection: 3 of them)
+    punt: str = "veth"  # --punt: FRR's frames to the CPU port (cellfabric.nos.relay.RELAYS)
     scheduler: ChannelScheduler | None = None  # --channel-policy: places each step's sends
+
+    def __post_init__(self) -> None:
+        if self.punt not in PUNT_PATHS:
+            raise ValueError(f"punt {self.punt!r}: expected one of {', '.join(PUNT_PATHS)}")
 
 
 def _say(msg: str) -> None:
@@ -137,7 +143,8 @@ class FabricRun:
         _say(f"[2/5] starting {len(topo.switches)} switches and {len(topo.hosts)} hosts{secured}")
         self.fnet = FabricNet(topo, cfg.target, None, cfg.run_dir, pcap=cfg.pcap,
                               switch_log=cfg.switch_log, pki=self.pki,
-                              cpu_link_port=CPU_PORT if cfg.routing == "bgp" else None)
+                              cpu_port=CPU_PORT if self._punt == "p4runtime" else None,
+                              cpu_link_port=CPU_PORT if self._punt == "veth" else None)
         self.fnet.build()
         dead = self.fnet.start()
         if dead:
@@ -167,6 +174,11 @@ class FabricRun:
         if cfg.routing == "bgp":
             self._start_bgp()
 
+    @property
+    def _punt(self) -> str | None:
+        """How the switches' CPU ports carry FRR's frames (None: central routing, no NOS)."""
+        return self.cfg.punt if self.cfg.routing == "bgp" else None
+
     def _controller_class(self) -> type[FabricController]:
         if self.cfg.routing == "bgp":  # routes and groups are the route agents'
             from cellfabric.nos.base_controller import BaseController
@@ -188,8 +200,10 @@ class FabricRun:
 
         assert self.fnet is not None and self.controller is not None and self.fabric is not None
         cfg, topo = self.cfg, self.topo
+        how = ("a veth its relay process reads" if self._punt == "veth"
+               else "PacketIn and PacketOut over P4Runtime")
         _say("      --routing bgp: FRR (zebra, bfdd, bgpd) in a namespace per switch, "
-             f"in band over each switch's CPU port ({CPU_PORT}, a veth its relay reads)")
+             f"in band over each switch's CPU port ({CPU_PORT}: {how})")
         self.nos = FabricNos(topo, cfg.run_dir.name, cfg.run_dir.resolve() / "frr", {
             name: (self.fnet.switch(name).grpc_addr, sw.device_id)
             for name, sw in topo.switches.items()},
@@ -197,7 +211,8 @@ class FabricRun:
             timers=BfdTimers(tx_ms=cfg.bfd_ms, rx_ms=cfg.bfd_ms),
             # real BMv2 has no P4Runtime roles: relays and agents use the controller's streams
             shared=dict(self.fabric.connections) if cfg.target == "bmv2" else None,
-            cpu_ifaces={name: self.fnet.cpu_relay_ifname(name) for name in topo.switches})
+            cpu_ifaces=({name: self.fnet.cpu_relay_ifname(name) for name in topo.switches}
+                        if self._punt == "veth" else None))
         try:
             self.nos.start()
             converged = self.nos.wait_converged()

@@ -236,3 +236,9 @@ class PortRelay:
         if proc.stdout is not None:
             proc.stdout.close()
         self._final = self._stats()
+
+
+# --punt: how FRR's frames reach a switch's CPU port, the default first (lists and the CLI's
+# choices derive from this)
+RELAYS: dict[str, type] = {"veth": PortRelay, "p4runtime": PacketRelay}
+PUNT_PATHS = tuple(RELAYS)

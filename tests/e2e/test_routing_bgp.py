@@ -42,13 +42,13 @@ def _frr_of_run(run_id: str) -> list[int]:
     return pids
 
 
-def _run(tmp_path: Path, fail: str | None):
+def _run(tmp_path: Path, fail: str | None, punt: str = "veth"):
     topo = load_topology(ROOT / "topologies" / "leaf-spine.yaml")
     hosts = sorted(topo.hosts, key=lambda h: int(h[1:]))
     cfg = RunConfig(topo=topo, target="embedded", workload=permutation(hosts, 128 * 1024, 2),
                     # namespaces are named after the run folder: unique per test run
                     cc=topo.fabric.cc, run_dir=tmp_path / f"bgp-{secrets.token_hex(3)}",
-                    routing="bgp",
+                    routing="bgp", punt=punt,
                     events=parse_fail(fail, topo) if fail else [], step_timeout_s=120,
                     progress=False)
     links = _links()
@@ -64,16 +64,19 @@ def _links() -> set[str]:
     return {line.split(": ")[1].split("@")[0] for line in out.splitlines() if ": " in line}
 
 
-def test_bgp_routing_delivers_every_message_through_a_link_failure(tmp_path: Path) -> None:
-    m = _run(tmp_path, "l1-s1@0.3")
+@pytest.mark.parametrize(("punt", "path"), [("veth", "CPU port veth"),
+                                            ("p4runtime", "P4Runtime PacketIn/PacketOut")])
+def test_bgp_routing_delivers_every_message_through_a_link_failure(
+        tmp_path: Path, punt: str, path: str) -> None:
+    m = _run(tmp_path, "l1-s1@0.3", punt)
     assert m.summary["messages_completed"] == m.summary["messages_total"] == 8
     assert m.run["routing"] == "bgp"
     bgp = m.run["bgp"]
     assert bgp["sessions"] == 4 and bgp["route_agents"] == 4
     assert bgp["converged_s"] > 0 and bgp["messages_lost"] == 0
     assert bgp["frames_relayed_in"] > 0 and bgp["frames_relayed_out"] > 0
-    # in band through each switch's CPU port, a veth its relay process reads
-    assert bgp["punt_path"] == "CPU port veth" and bgp["frames_not_relayed"] == 0
+    # in band through each switch's CPU port: a veth its relay process reads, or P4Runtime
+    assert bgp["punt_path"] == path and bgp["frames_not_relayed"] == 0
     (failure,) = m.run["failures"]
     assert failure["what"] == "l1-s1" and not failure["up"]
     # BFD on l1 or s1 saw the session go down, BGP tables changed, the agents wrote

@@ -64,3 +64,42 @@ def test_the_timed_commands_keep_their_bytecode_as_a_users_shell_does(
     # every package the project installs is compiled before the timed commands
     root = Path(__file__).resolve().parents[2]
     assert all((root / p / "__init__.py").exists() for p in sim_speed.PACKAGES)
+
+
+def test_the_two_simulators_take_turns_and_each_keeps_its_best(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+
+    class FakeJob:
+        def __init__(self, k: int, size: int) -> None:
+            self.walls: list[float] = []
+
+        def run_once(self) -> float:
+            order.append("htsim")
+            self.walls.append([1.5, 1.2, 1.4][len(self.walls)])
+            return self.walls[-1]
+
+        def result(self) -> dict:
+            return {"wall_s": min(self.walls), "walls_s": self.walls, "events": 100,
+                    "events_per_wall_s": 100 / min(self.walls)}
+
+        def __exit__(self, *exc: object) -> None:
+            order.append("cleanup")
+
+    whole = iter([6.0, 5.4, 5.7])
+
+    def fake_once(k: int, size: int, results: Path) -> dict:
+        order.append("cellfabric")
+        w = next(whole)
+        return {"whole_command_s": w, "engine_s": w / 2, "events": 50,
+                "engine_events_per_s": 50 / (w / 2)}
+
+    monkeypatch.setattr(sim_speed, "HtsimJob", FakeJob)
+    monkeypatch.setattr(sim_speed, "cellfabric_once", fake_once)
+    monkeypatch.setattr(sim_speed, "CELLFABRIC_REPEATS", {8: 3})
+    out = sim_speed.speed_section(8, 1 << 20, tmp_path)
+    assert order == ["htsim", "cellfabric"] * 3 + ["cleanup"]
+    assert out["htsim"]["wall_s"] == 1.2
+    assert out["cellfabric"]["whole_command_s"] == 5.4
+    assert out["cellfabric"]["whole_command_runs_s"] == [6.0, 5.4, 5.7]
+    assert out["ratios"]["whole_command_over_htsim"] == pytest.approx(5.4 / 1.2)

@@ -10,7 +10,8 @@ library and two modules built on it only, so that it starts in a few tens of mil
 
 It prints ``ready`` once the TAPs and the veth are open, or one line on stderr and exits 1.
 It writes its counters to the stats file (replaced whole, so a reader never sees half of it)
-at most every STATS_EVERY_S while frames flow, and once more at SIGTERM, then exits 0.
+at most every STATS_EVERY_S while frames flow, and once more at SIGTERM, then exits 0; it
+also ends when its parent does (a harness killed outright leaves no relay behind).
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ class Relay:
         sock, cpu = self.sock, self.sock.fileno()
         fds = [cpu, *self.port_of]
         last_stats, dirty = 0.0, False
+        parent = os.getppid()
         while not self.stopping:
+            if os.getppid() != parent:  # the harness died without stopping us: so do we
+                break
             try:
                 ready, _, _ = select.select(fds, [], [], POLL_S)
             except InterruptedError:
@@ -88,6 +92,9 @@ class Relay:
                     dirty = True
                 except BlockingIOError:
                     continue
+                except OSError:  # the veth or a TAP went away: the run is ending
+                    self.stopping = True
+                    break
             now = time.monotonic()
             if dirty and now - last_stats >= STATS_EVERY_S:
                 self.write_stats()

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -79,7 +78,7 @@ class PacketRelay:
         self.to_tap: Counter[int] = Counter()    # frames per port, switch -> namespace
         self.from_tap: Counter[int] = Counter()  # frames per port, namespace -> switch
         self.unknown_port = 0  # frames punted from a port without a TAP
-        self.malformed = 0  # frames from the CPU port shorter than the packet_in header
+        self.malformed = 0  # stays 0: the P4Runtime server drops what it cannot split
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -87,26 +86,20 @@ class PacketRelay:
         return punt_entries(self.ports)
 
     def start(self) -> None:
-        self._attach_taps()
-        self.conn.packet_in_handler = self._on_packet_in
-        self._punt_and_run(self._from_taps)
-
-    def _attach_taps(self) -> None:
         fds = open_taps(self.netns, [p.ifname for p in self.ports])
         for p in self.ports:
             self.fd_of[p.port] = fds[p.ifname]
             self.port_of[fds[p.ifname]] = p.port
             os.set_blocking(fds[p.ifname], False)
-
-    def _punt_and_run(self, loop: Callable[[], None]) -> None:
-        """Install the punt entries, then relay on a thread running ``loop``."""
+        self.conn.packet_in_handler = self._on_packet_in
         try:
             for entry in self.punt_entries():
                 self.conn.insert(entry)
         except ControlPlaneError:
             self._close_fds()
             raise
-        self._thread = threading.Thread(target=loop, name=f"relay-{self.netns}", daemon=True)
+        self._thread = threading.Thread(target=self._from_taps, name=f"relay-{self.netns}",
+                                        daemon=True)
         self._thread.start()
 
     def _on_packet_in(self, pkt: PacketIn) -> None:
@@ -158,7 +151,6 @@ class PacketRelay:
         self._close_fds()
 
 
-
 class PortRelay:
     """A relay over the switch's CPU-port interface (``cpu_ifname``, the far end of the veth
     whose other end the switch maps to its CPU port), in a process of its own
@@ -190,11 +182,11 @@ class PortRelay:
             "stats": str(self.folder / "relay-stats.json")}))
         for entry in self.punt_entries():
             self.conn.insert(entry)
-        log = (self.folder / "relay.log").open("w")
+        errors = (self.folder / "relay.log").open("w")
         self.proc = subprocess.Popen([sys.executable, "-m", "cellfabric.nos.relayd", str(spec)],
-                                     stdout=subprocess.PIPE, stderr=log, text=True,
+                                     stdout=subprocess.PIPE, stderr=errors, text=True,
                                      start_new_session=True)
-        log.close()
+        errors.close()
         assert self.proc.stdout is not None
         ready = wait([self.proc.stdout], timeout=RELAY_READY_S)
         if not ready or self.proc.stdout.readline().strip() != "ready":

@@ -38,7 +38,7 @@ from topologies.model import Topology, router_mac
 
 CONVERGE_WAIT_S = 120.0
 READY_QUIET_S = 1.0   # no route agent wrote for this long: the run's tables have settled
-QUIET_S = 3.0          # a BGP table unchanged this long after a failure has converged
+QUIET_S = 3.0          # no bgpd handed its zebra a route this long: a failure has converged
 FAILURE_WAIT_S = 30.0
 LOG_POLL_S = 0.25     # FRR's logs, read for what they gained (no vtysh: a failure's
                       # timing reads bfdd's and bgpd's own records, cellfabric.nos.frrlog)

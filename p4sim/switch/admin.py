@@ -27,7 +27,7 @@ DEFAULT_PORT = 9090
 COMMANDS = {
     "set_queue_rate": "set_queue_rate PPS [PORT [PRIORITY]]",
     "set_queue_depth": "set_queue_depth PKTS [PORT]",
-    "set_port_rate": "set_port_rate PPS PORT",
+    "set_port_rate": "set_port_rate PPS PORT [BELOW_PRIORITY]",
     "port_down": "port_down PORT",
     "port_up": "port_up PORT",
     "stats": "stats",
@@ -55,8 +55,8 @@ def execute(dp: Any, cmd: str, args: list[Any]) -> Any:
         dp.set_queue_rate(v[0], v[1] if len(v) > 1 else None, v[2] if len(v) > 2 else None)
         return None
     if cmd == "set_port_rate":
-        v = _ints(args, 2, 2, usage)
-        dp.set_port_rate(v[0], v[1])
+        v = _ints(args, 2, 3, usage)
+        dp.set_port_rate(v[0], v[1], v[2] if len(v) > 2 else 0)
         return None
     if cmd == "set_queue_depth":
         v = _ints(args, 1, 2, usage)

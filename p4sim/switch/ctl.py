@@ -1,7 +1,8 @@
 """`p4sim ctl`: runtime queue/port settings of a running p4sim switch, like simple_switch_CLI.
 
     p4sim ctl [--thrift-port N | --addr HOST:PORT] set_queue_rate PPS [PORT [PRIORITY]]
-    p4sim ctl ... set_queue_depth PKTS [PORT] | port_down PORT | port_up PORT | stats
+    p4sim ctl ... set_queue_depth PKTS [PORT] | set_port_rate PPS PORT [BELOW_PRIORITY]
+    p4sim ctl ... port_down PORT | port_up PORT | stats
     p4sim ctl ... register_read NAME INDEX | register_write NAME INDEX VALUE
 
 Without a command, commands are read from standard input one per line (as simple_switch_CLI

@@ -515,10 +515,12 @@ class DataPlane:
                        priority: int | None = None) -> None:
         self._set_tm(f"queue rate {pps}", (pps,), lambda: self.tm.set_rate(pps, port, priority))
 
-    def set_port_rate(self, pps: int, port: int) -> None:
+    def set_port_rate(self, pps: int, port: int, below: int = 0) -> None:
         """A line rate shared by the port's priority queues (p4sim's addition to
-        simple_switch's per-queue rates)."""
-        self._set_tm(f"port rate {pps}", (pps,), lambda: self.tm.set_port_rate(pps, port))
+        simple_switch's per-queue rates); with ``below``, only by the priorities below it
+        (the others take no line time, see ``tm.Link.below``)."""
+        self._set_tm(f"port rate {pps} and priority bound {below}", (pps, below),
+                     lambda: self.tm.set_port_rate(pps, port, below))
 
     def set_queue_depth(self, packets: int, port: int | None = None) -> None:
         self._set_tm(f"queue depth {packets}", (packets,),

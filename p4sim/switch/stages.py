@@ -136,7 +136,7 @@ def to_egress(P: Packet, port: int) -> None:
     if not q.items and not flow._in_egress and (q.bypass or may_pass(port, prio, now)):
         F[s_enq_qd] = 0
         if links:
-            start_link(port, P.length, now)
+            start_link(port, P.length, now, prio)
         left = 0
         try:
             egress(P, port, prio, left, now)
@@ -170,7 +170,7 @@ def egress(P: Packet, port: int, prio: int, left: int, now: int) -> None:
         flow._in_egress = False
         counters.pipeline_drops += 1
         if links:
-            settle(port, P.length, 0)
+            settle(port, P.length, 0, prio)
         return
     if update is not None:
         update(P, F, ())
@@ -182,7 +182,7 @@ def egress(P: Packet, port: int, prio: int, left: int, now: int) -> None:
         recirculate(P, F, port, frame)
         return
     if links:
-        settle(port, P.length, len(frame))
+        settle(port, P.length, len(frame), prio)
     output(port, frame)
 
 

@@ -12,7 +12,10 @@ number served first) and round robin between ports. Two ways to limit a port, us
   drop);
 - a **port line rate** in packets per second (``set_port_rate``, beyond simple_switch, whose
   per-queue rates let a port with two queues send twice its rate): all the port's queues
-  together never send more.
+  together never send more. ``set_port_rate`` may leave the port's top priorities out of the
+  line (``below``): their queues are paced only by their own rates and take no line time (an
+  emulated fabric's control frames, whose share of a real link is negligible, see
+  ``Link.below``).
 
 The TM never reads a clock: every call that needs the time takes ``now`` in integer
 nanoseconds of the data plane's clock. Paced times are kept as exact integers scaled by the
@@ -34,12 +37,18 @@ class Link:
     """What a port shares between its priority queues: a serializer at ``bps`` bits per second
     and a byte buffer (bit-rate mode), and/or a line rate of ``pps`` packets per second."""
 
-    __slots__ = ("bps", "buffer_bytes", "free_num", "line_num", "pps", "queued_bytes")
+    __slots__ = ("below", "bps", "buffer_bytes", "free_num", "line_num", "pps", "queued_bytes")
 
-    def __init__(self, bps: int = 0, buffer_bytes: int = 0, pps: int = 0) -> None:
+    def __init__(self, bps: int = 0, buffer_bytes: int = 0, pps: int = 0, below: int = 0) -> None:
         self.bps = bps  # 0 = no serializer limit
         self.buffer_bytes = buffer_bytes  # 0 = unlimited
         self.pps = pps  # 0 = no line rate
+        # The priorities the link serves: those below this (0 = every one). A queue above is
+        # not on the link at all (its Queue.link is None): an emulated link runs ~10^8 times
+        # slower than a real one while a NOS's BFD and BGP keep real-time timers, so their
+        # frames would take a few percent of an emulated line where they take ~10^-6 of a
+        # real one.
+        self.below = below
         self.free_num = 0  # the serializer is free from free_num / bps ns on
         self.line_num = 0  # the line takes its next packet from line_num / pps ns on
         self.queued_bytes = 0
@@ -74,6 +83,9 @@ class Link:
 
     def unused(self) -> bool:
         return not (self.bps or self.pps or self.buffer_bytes)
+
+    def serves(self, prio: int) -> bool:
+        return not self.below or prio < self.below
 
 
 class Queue:
@@ -169,8 +181,9 @@ class TrafficManager:
     def queue(self, port: int, prio: int = 0) -> Queue:
         q = self.queues.get((port, prio))
         if q is None:
+            link = self._link_for(port)
             q = Queue(self.port_depth.get(port, self.default_depth), self._rate_for(port, prio),
-                      self._link_for(port), port in self.blocked)
+                      link if link is None or link.serves(prio) else None, port in self.blocked)
             self.queues[(port, prio)] = q
             if port not in self.ports:
                 self.ports.append(port)
@@ -228,11 +241,13 @@ class TrafficManager:
             link.buffer_bytes = buffer_bytes if bps > 0 else 0
             self._attach(p, link)
 
-    def set_port_rate(self, pps: int, port: int) -> None:
-        """The port's line rate in packets per second, shared by all its priority queues
-        (0 = none)."""
+    def set_port_rate(self, pps: int, port: int, below: int = 0) -> None:
+        """The port's line rate in packets per second (0 = none), shared by its priority
+        queues below ``below`` (0 = all of them); the queues above take no line time (see
+        ``Link.below``)."""
         link = self.links.get(port) or Link()
         link.rescale(link.bps, max(pps, 0))
+        link.below = max(below, 0)
         self._attach(port, link)
 
     def _attach(self, port: int, link: Link) -> None:
@@ -242,9 +257,9 @@ class TrafficManager:
             attached = None
         else:
             attached = self.links[port] = link
-        for (qp, _), q in self.queues.items():
+        for (qp, prio), q in self.queues.items():
             if qp == port:
-                q.link = attached
+                q.link = attached if attached is None or attached.serves(prio) else None
                 q.update()
 
     def block(self, port: int) -> None:
@@ -297,9 +312,11 @@ class TrafficManager:
                 q.next_num = t
         waiting = self.port_backlog.get(port, 0)
         if link is not None:
+            # Nothing of the link waits (the port's backlog may be queues off the link): an
+            # idle serializer / line starts with this packet
+            if not link.queued_bytes:
+                link.start(now)
             link.queued_bytes += item.length
-            if not waiting:
-                link.start(now)  # an idle serializer / line starts with this packet
         nb = self.not_before
         if nb and waiting and not n:
             # A queue of a port that already waits becomes non-empty: if it outranks the
@@ -400,21 +417,21 @@ class TrafficManager:
         self.deadline_exact = True
         return None
 
-    def start_link(self, port: int, nbytes: int, now: int) -> None:
+    def start_link(self, port: int, nbytes: int, now: int, prio: int = 0) -> None:
         """A packet passed straight through (``may_pass``) on an idle bit-rate port: the
         serializer is busy with it from ``now``."""
         link = self.links.get(port)
-        if link is not None:
+        if link is not None and link.serves(prio):
             link.start(now)
             link.send(nbytes)
             if self.port_backlog.get(port):
                 self.deadline_exact = False  # its waiting packets leave later: a bound now
 
-    def settle(self, port: int, charged: int, sent: int) -> None:
+    def settle(self, port: int, charged: int, sent: int, prio: int = 0) -> None:
         """Egress turned a packet charged at ``charged`` bytes into ``sent`` bytes on the wire
         (0: dropped, recirculated): the serializer is busy for what really left."""
         link = self.links.get(port)
-        if link is not None and link.bps and charged != sent:
+        if link is not None and link.bps and charged != sent and link.serves(prio):
             link.free_num += (sent - charged) * 8 * NS
             if sent < charged:
                 self.not_before = 0  # the port is free sooner than its deadline said

@@ -276,7 +276,7 @@ class V1Model:
 
     def _recirculate(self, P: Packet, F: list[int], port: int, frame: bytes) -> None:
         if self.tm.links:
-            self.tm.settle(port, P.length, 0)  # it never went on the wire
+            self.tm.settle(port, P.length, 0, F[self.s_qid])  # it never went on the wire
         if P.passes < MAX_PASSES:
             self.pending.append((P.ingress_port, frame, RECIRC,
                                  self._preserve(F, P.recirc_fl), P.passes + 1))  # type: ignore

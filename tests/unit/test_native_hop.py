@@ -180,3 +180,15 @@ def test_c_hop_traffic_manager_is_the_python_one(fabric_json: bytes, seed: int) 
     assert sum(p.queue_drops for p in st.ports.values()) > 0  # tail drops happened
     assert max(tw.peak.values()) > 2  # queues built
     assert any(prio == 1 for _, prio in plain.tm.queues)  # the high queue was used
+
+
+def test_a_link_that_leaves_priorities_out_stays_on_the_python_path(fabric_json: bytes) -> None:
+    # hop.c's serializer serves every queue of a port: a set_port_rate bound (priorities off
+    # the line) is the Python TM's alone, so the C hop must refuse such a switch
+    dp = DataPlane(priorities=3, clock=lambda: 0, dataplane="native")
+    dp.load_pipeline(fabric_json)
+    dp.set_link_rate(10**10, 0)
+    dp.tm.queue(1, 0)
+    assert native_hop.refusal(dp) is None
+    dp.set_port_rate(0, 1, 2)  # no line rate, only the bound
+    assert native_hop.refusal(dp) == "a link that leaves some priorities out"

@@ -195,3 +195,42 @@ def test_deadline_follows_strict_priority() -> None:
     sim.now = 1000 * US
     assert sim.dp.poll() is None
     assert [(t, o["k1"]) for t, o, _ in sim.sent] == [(0, 0), (1000 * US, 1), (1000 * US, 2)]
+
+
+def test_priorities_left_out_of_the_line_take_no_line_time() -> None:
+    """set_port_rate's bound: priority 2 is off the line (an emulated fabric's control
+    frames) and has no rate of its own. The line carries 1000/s of priorities 0 and 1: ten data
+    packets leave one per ms and the ten control packets between them at once, where a shared
+    line would space all twenty a ms apart."""
+    p = prog()
+    sim = Sim(p, priorities=3)
+    sim.dp.set_queue_rate(1000, 1)
+    sim.dp.set_queue_rate(0, 1, 2)
+    sim.dp.set_queue_depth(100, 1)
+    sim.dp.set_port_rate(1000, 1, 2)
+    sim.run([(k, frame(p, k, 64, k2=2 * (k % 2))) for k in range(20)])  # data, control, ...
+    ms = 1000 * US
+    control = [(k, k) for k in range(1, 20, 2)]
+    data = [(k // 2 * ms, k) for k in range(0, 20, 2)]
+    assert [(t, o["k1"]) for t, o, _ in sim.sent] == sorted(data[:1] + control + data[1:])
+
+
+def test_the_line_starts_with_its_own_first_packet() -> None:
+    """A port whose backlog is only a paced control packet (off the line) has an idle line:
+    the data packet arriving then starts it, and the data after it leaves a line slot apart,
+    not back to back on credit the line earned while idle."""
+    p = prog()
+    sim = Sim(p, priorities=3)
+    sim.dp.set_queue_rate(1_000_000, 1, 0)  # data alone could leave one per us
+    sim.dp.set_queue_rate(1000, 1, 2)  # control: one per ms
+    sim.dp.set_queue_depth(100, 1)
+    sim.dp.set_port_rate(1000, 1, 2)
+    ms = 1000 * US
+    sim.run([(0, frame(p, 0, 64)), (5 * ms, frame(p, 1, 64, k2=2)),
+             (5 * ms + 1, frame(p, 2, 64, k2=2)),
+             *((5 * ms + k, frame(p, k, 64)) for k in (3, 4, 5))])
+    # Control 2 waits for its queue's rate (6 ms) and, strict priority, data 3 with it. The
+    # line started at data 3's arrival (5 ms + 3 ns), so data 4 and 5 take the next two line
+    # slots from there.
+    assert [(t, o["k1"]) for t, o, _ in sim.sent] == [
+        (0, 0), (5 * ms, 1), (6 * ms, 2), (6 * ms, 3), (6 * ms + 3, 4), (7 * ms + 3, 5)]

@@ -141,7 +141,7 @@ class NativeFlow(V1Model):
             if not q.items and not self._in_egress and (q.bypass or may_pass(port, prio, now)):
                 G[s_enq_qd] = 0
                 if tm.links:
-                    tm.start_link(port, P.length, now)
+                    tm.start_link(port, P.length, now, prio)
                 try:
                     self._egress(P, port, prio, 0, now)  # late bound: _grow rebuilds it
                 except Exception as e:
@@ -229,13 +229,13 @@ class NativeFlow(V1Model):
                 frame = unpack(obuf_c, n)
                 pool.append(P.F)  # nothing reads this PHV again
                 if tm.links:
-                    tm.settle(port, P.length, n)
+                    tm.settle(port, P.length, n, prio)
                 output(port, frame)
             elif n == -3:
                 pool.append(P.F)
                 counters.pipeline_drops += 1
                 if tm.links:
-                    tm.settle(port, P.length, 0)
+                    tm.settle(port, P.length, 0, prio)
             elif n == -2:
                 clone_tail(P, port, out[4], out[5])
             else:
@@ -256,12 +256,12 @@ class NativeFlow(V1Model):
             self._in_egress = False
             self.counters.pipeline_drops += 1
             if tm.links:
-                tm.settle(port, P.length, 0)
+                tm.settle(port, P.length, 0, F[self.s_qid])
             return
         if cp.update_checksums is not None:
             cp.update_checksums(P, F, ())
         frame = cp.deparse(P, F, ())
         self._in_egress = False
         if tm.links:
-            tm.settle(port, P.length, len(frame))
+            tm.settle(port, P.length, len(frame), F[self.s_qid])
         self.output(port, frame)

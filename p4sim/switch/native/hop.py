@@ -135,6 +135,8 @@ def refusal(dp: Any) -> str | None:
     for port, link in tm.links.items():
         if link.pps or link.bps <= 0 or not 0 <= port < MAXP:
             return "a port without a bit rate"
+        if link.below:
+            return "a link that leaves some priorities out"
     for (port, prio), q in tm.queues.items():
         if q.pps or q.blocked or not 0 <= port < MAXP or not 0 <= prio < MAXPRIO:
             return "a queue not covered"

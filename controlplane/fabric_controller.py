@@ -55,7 +55,7 @@ FABRIC_ROLE_ENTITIES = (
     fp.T_INT_TRANSIT, fp.T_REPORT,
     # the counters and the register the harness reads through the controller's connection
     # (a role's reads return only its entities)
-    fp.C_PORT_TX, fp.C_PORT_TX_DATA, fp.C_PORT_RX, fp.C_DROPS, fp.C_ECN_MARKS, fp.R_QDEPTH)
+    fp.C_PORT_TX, fp.C_PORT_TX_DATA, fp.C_PORT_TX_CONTROL, fp.C_PORT_RX, fp.C_DROPS, fp.C_ECN_MARKS, fp.R_QDEPTH)
 
 
 def fabric_role_config(entities: tuple[str, ...] = FABRIC_ROLE_ENTITIES) -> any_pb2.Any:

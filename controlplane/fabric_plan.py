@@ -43,6 +43,13 @@ ADAPTIVE_BUCKETS = 16
 REPORT_SESSION = 100
 FEEDBACK_OPCODES = (OP_ACK, OP_CNP)
 FEEDBACK_PRIORITY = 1
+# A switch's own control frames (a NOS's PacketOuts) on a third queue, above feedback: an
+# emulated fabric serves it off the line rate (p4sim's set_port_rate bound; BMv2 paces each
+# queue on its own anyway), since its links run ~10^8 times slower than real ones while BFD and
+# BGP keep real-time timers, so their frames would take a few percent of an emulated line
+# where they take ~10^-6 of a real one. CONTROL_QUEUES: the priority queues a switch needs.
+CONTROL_PRIORITY = 2
+CONTROL_QUEUES = CONTROL_PRIORITY + 1
 CPU_PORT = 510  # fabric.p4's default (p4src/include/defines.p4): the switch's --cpu-port
 # A port's line rate is shared by its two queues. Hosts ACK every ACK_EVERY cells, so a port
 # that carries data one way and the other flows' ACKs needs about 1/(ACK_EVERY + 1) of its
@@ -101,10 +108,12 @@ T_ECN = "MyEgress.ecn.ecn_profile"
 T_INT_TRANSIT = "MyEgress.int_egress.int_transit_config"
 T_REPORT = "MyEgress.report.report_encap"
 # fabric.p4's counters and registers the harness reads (every packet out of a port, the cells
-# among them, every packet into a port; drops by reason; ECN marks; each port's latest queue
-# depth) and its drop reasons (p4src/include/defines.p4, DROP_*)
+# and the switch's own control frames among them, every packet into a port; drops by reason;
+# ECN marks; each port's latest queue depth) and its drop reasons (p4src/include/defines.p4,
+# DROP_*)
 C_PORT_TX = "MyEgress.port_tx"
 C_PORT_TX_DATA = "MyEgress.port_tx_data"
+C_PORT_TX_CONTROL = "MyEgress.port_tx_control"
 C_PORT_RX = "MyIngress.port_rx"
 C_DROPS = "drop_counter"
 C_ECN_MARKS = "MyEgress.ecn.ecn_marks"

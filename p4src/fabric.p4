@@ -85,6 +85,9 @@ control MyEgress(inout headers_t hdr,
     counter(PORT_SLOTS, CounterType.packets_and_bytes) port_tx;
     /* the RoCEv2 data packets (cells) among port_tx: the rest is feedback and other traffic */
     counter(PORT_SLOTS, CounterType.packets_and_bytes) port_tx_data;
+    /* what the switch's own control plane sent (PacketOuts: a NOS's BGP, BFD and ARP in band)
+     * among port_tx: an emulated fabric serves them off the line rate (CONTROL_PRIORITY) */
+    counter(PORT_SLOTS, CounterType.packets_and_bytes) port_tx_control;
 
     EgressRewrite() rewrite;
     EcnMarking() ecn;
@@ -119,6 +122,8 @@ control MyEgress(inout headers_t hdr,
             port_tx.count((bit<32>)standard_metadata.egress_port);
             if (meta.roce_data == 1) {
                 port_tx_data.count((bit<32>)standard_metadata.egress_port);
+            } else if (standard_metadata.ingress_port == CPU_PORT) {
+                port_tx_control.count((bit<32>)standard_metadata.egress_port);
             }
         }
     }

@@ -92,9 +92,11 @@ def _link_tables(m: dict[str, Any]) -> str:
     tiers: dict[str, list[list[Any]]] = {}
     for name, d in sorted(directions.items()):
         tiers.setdefault(d.get("tier", "?"), []).append(
-            [name, d.get("queue"), d.get("cells"), d.get("other"), d.get("offered")])
+            [name, d.get("queue"), d.get("cells"), d.get("other"), d.get("control", 0),
+             d.get("offered")])
     return "".join(f'<h3>{escape(tier)}</h3>' + _table(
-        ["direction", "queue", "cells", "other", "offered (of capacity)"], rows, "links", 2)
+        ["direction", "queue", "cells", "other", "NOS frames (off the line)",
+         "offered (of capacity)"], rows, "links", 2)
         for tier, rows in tiers.items())
 
 

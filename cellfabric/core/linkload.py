@@ -1,7 +1,9 @@
 """Per-link packet totals over a workload, read from fabric.p4's egress counters.
 
-``port_tx`` counts every packet a switch sends out of a port and ``port_tx_data`` the RoCEv2
-data packets (cells) among them. Two snapshots, one before the workload and one after it, give
+``port_tx`` counts every packet a switch sends out of a port, ``port_tx_data`` the RoCEv2
+data packets (cells) among them and ``port_tx_control`` the switch's own control frames (a
+NOS's BGP, BFD and ARP), which an emulated fabric serves off the line rate
+(fabric_plan.CONTROL_PRIORITY): they are reported beside the line's load, not in it. Two snapshots, one before the workload and one after it, give
 what each link direction carried over the whole workload; ``link_totals`` turns them into the
 plain per-link records that ``cellfabric.core.report.link_accounting`` (a pure function, shared with
 the simulator) derives loads and per-tier balance from.
@@ -23,10 +25,11 @@ from typing import Any
 from cellfabric.core.counters import switch_ports
 from controlplane.channel import SwitchChannel, SwitchChannels
 from controlplane.entities import CounterEntry
-from controlplane.fabric_plan import C_PORT_RX, C_PORT_TX, C_PORT_TX_DATA
+from controlplane.fabric_plan import C_PORT_RX, C_PORT_TX, C_PORT_TX_CONTROL, C_PORT_TX_DATA
 from topologies.model import Topology
 
-Snapshot = dict[str, Any]  # {"t": seconds, "ports": {(switch, port): (all, data)}, "rx": ...}
+# {"t": seconds, "ports": {(switch, port): (all, data, control)}, "rx": ...}
+Snapshot = dict[str, Any]
 IfNames = Mapping[str, Mapping[int, str]]  # switch -> port -> interface (root namespace)
 
 
@@ -46,15 +49,14 @@ def snapshot(topo: Topology, fabric: SwitchChannels, ifnames: IfNames | None = N
     arriving between the two reads can only make ``unread_frames`` smaller, never larger."""
     ports = switch_ports(topo)
 
-    names = (C_PORT_TX, C_PORT_TX_DATA) + ((C_PORT_RX,) if ifnames else ())
+    names = (C_PORT_TX, C_PORT_TX_DATA, C_PORT_TX_CONTROL) + ((C_PORT_RX,) if ifnames else ())
 
     def read(conn: SwitchChannel) -> dict[int, tuple[int, ...]]:
         entries = conn.read(*(CounterEntry(counter=name, index=p)
                               for name in names for p in ports[conn.name]))
         per = {name: {e.index: e.packets for e in entries if e.counter == name}
                for name in names}
-        return {p: tuple(per[name].get(p, 0) for name in (C_PORT_TX, C_PORT_TX_DATA, C_PORT_RX)
-                         if name in per) for p in ports[conn.name]}
+        return {p: tuple(per[name].get(p, 0) for name in names) for p in ports[conn.name]}
 
     def kernel() -> dict[tuple[str, int], int | None]:
         return {(sw, p): kernel_rx_packets(ifname)
@@ -65,9 +67,9 @@ def snapshot(topo: Topology, fabric: SwitchChannels, ifnames: IfNames | None = N
     if not kernel_first:
         kernel_rx = kernel()
     snap: Snapshot = {"t": time.time(), "ports": {
-        (sw, p): v[:2] for sw, per in result.items() for p, v in per.items()}}
+        (sw, p): v[:3] for sw, per in result.items() for p, v in per.items()}}
     if ifnames:
-        snap["rx"] = {(sw, p): (v[2], kernel_rx.get((sw, p)))
+        snap["rx"] = {(sw, p): (v[3], kernel_rx.get((sw, p)))
                       for sw, per in result.items() for p, v in per.items()}
     return snap
 
@@ -110,7 +112,8 @@ def tier_of(topo: Topology, a: str, b: str) -> tuple[str, int, int]:
 
 def link_totals(topo: Topology, before: Snapshot, after: Snapshot) -> list[dict[str, Any]]:
     """Per link: its tier, capacity and, per measured direction (the sending end is a switch),
-    cells and other packets carried between the two snapshots."""
+    cells, other packets and the switch's own control frames carried between the two
+    snapshots (other: what is neither; control is off the line, see the module's note)."""
     out = []
     for lk in topo.links:
         tier, level_a, level_b = tier_of(topo, lk.a, lk.b)
@@ -121,11 +124,11 @@ def link_totals(topo: Topology, before: Snapshot, after: Snapshot) -> list[dict[
             key = (src, port)
             if src not in topo.switches or key not in after["ports"]:
                 continue  # a host's sending side has no counter
-            total1, data1 = after["ports"][key]
-            total0, data0 = before["ports"].get(key, (0, 0))
-            cells = max(0, data1 - data0)
+            total1, data1, control1 = after["ports"][key]
+            total0, data0, control0 = before["ports"].get(key, (0, 0, 0))
+            cells, control = max(0, data1 - data0), max(0, control1 - control0)
             rec["directions"][f"{src}->{dst}"] = {
                 "queue": f"{src}:{port}", "up": up, "cells": cells,
-                "other": max(0, (total1 - total0) - cells)}
+                "other": max(0, (total1 - total0) - cells - control), "control": control}
         out.append(rec)
     return out

@@ -217,9 +217,10 @@ def link_accounting(records: list[dict[str, Any]], window_s: float) -> dict[str,
     """Per link direction and per tier, from what every direction carried over a window.
 
     ``records``: per link {"link", "tier", "capacity_pps", "directions": {"x->y": {"queue",
-    "up", "cells", "other"[, "line_s"]}}}. Per direction: cells, other packets, offered = (cells
-    + other) / (capacity x window), the share of the link's rate it used over the whole window
-    (both of the port's queues count against the one rate); with ``line_s`` (the seconds the
+    "up", "cells", "other"[, "control", "line_s"]}}}. Per direction: cells, other packets,
+    offered = (cells + other) / (capacity x window), the share of the link's rate it used over
+    the whole window (both of the port's queues count against the one rate; the switch's own
+    control frames, served off the line, are passed through beside it); with ``line_s`` (the seconds the
     line spent sending what it carried, known exactly in the simulator) offered = line_s /
     window instead. Per tier and direction (up/down): the balance of cells over its links,
     min/mean and max/mean (1.0 = even). A pure function of counts, so the emulated runner and
@@ -242,6 +243,7 @@ def link_accounting(records: list[dict[str, Any]], window_s: float) -> dict[str,
             tier = f"{rec['tier']} {'up' if d['up'] else 'down'}"
             directions[label] = {"link": rec["link"], "tier": tier, "queue": d.get("queue"),
                                  "cells": d["cells"], "other": d["other"],
+                                 "control": d.get("control", 0),
                                  "capacity_packets": cap * window_s if cap else None,
                                  "offered": offered}
             groups.setdefault(tier, []).append(d["cells"])
@@ -352,9 +354,12 @@ def format_summary(m: RunMetrics) -> str:
     acct = s.get("link_accounting") or accounting_of(m)
     if acct and acct.get("directions"):
         busiest = max(acct["directions"].items(), key=lambda kv: kv[1]["offered"] or 0)
+        control = busiest[1].get("control") or 0
         rows.append((f"busiest link over {span_text(acct['window_s'])}",
                      f"{busiest[0]} {100 * (busiest[1]['offered'] or 0):.1f}% of its rate "
-                     f"({busiest[1]['cells']} cells + {busiest[1]['other']} other)"))
+                     f"({busiest[1]['cells']} cells + {busiest[1]['other']} other"
+                     + (f"; {control} NOS frames beside, off the line" if control else "")
+                     + ")"))
         for tier, b in acct["tiers"].items():
             if b["links"] > 1 and b["mean_cells"]:
                 rows.append((f"cells per link, {tier}",

@@ -18,7 +18,13 @@ from typing import Any
 
 from controlplane.admin import AdminChannel, send
 from controlplane.admin import AdminError as ChannelError
-from controlplane.fabric_plan import FEEDBACK_PRIORITY, QueuePlan, queue_plan
+from controlplane.fabric_plan import (
+    CONTROL_PRIORITY,
+    CONTROL_QUEUES,
+    FEEDBACK_PRIORITY,
+    QueuePlan,
+    queue_plan,
+)
 
 
 class AdminError(RuntimeError):
@@ -56,15 +62,27 @@ class SwitchAdmin:
         p4sim: every queue may send the line rate and the port's line (``set_port_rate``)
         caps them together, so the feedback queue takes its share only while it has packets.
         Real BMv2 paces each priority queue on its own and has no shared rate: there data gets
-        its share and feedback the line (the plan's data_pps and feedback_pps)."""
-        lines = [f"set_queue_rate {q.line_pps} {q.port}"]
-        if priorities >= 2 and q.line_pps > 0:
+        its share and feedback the line (the plan's data_pps and feedback_pps).
+
+        With a control queue (``priorities`` >= CONTROL_QUEUES: a NOS's run), the switch's own
+        frames are off the line (fabric_plan.CONTROL_PRIORITY): on p4sim the line covers the
+        queues below it and the control queue has no rate; on BMv2 it is paced at the line on
+        its own, as its other queues are."""
+        line, port = q.line_pps, q.port
+        lines = [f"set_queue_rate {line} {port}"]
+        if priorities >= 2 and line > 0:
+            control = priorities >= CONTROL_QUEUES
             if self.target == "bmv2":
-                lines = [f"set_queue_rate {pps} {q.port} {self.queue_index(prio, priorities)}"
-                         for prio, pps in ((0, q.data_pps), (FEEDBACK_PRIORITY, q.feedback_pps))]
+                paced = [(0, q.data_pps), (FEEDBACK_PRIORITY, q.feedback_pps)]
+                paced += [(CONTROL_PRIORITY, line)] if control else []
+                lines = [f"set_queue_rate {pps} {port} {self.queue_index(prio, priorities)}"
+                         for prio, pps in paced]
+            elif control:
+                lines += [f"set_queue_rate 0 {port} {CONTROL_PRIORITY}",
+                          f"set_port_rate {line} {port} {CONTROL_PRIORITY}"]
             else:
-                lines.append(f"set_port_rate {q.line_pps} {q.port}")
-        self.run([*lines, f"set_queue_depth {q.depth} {q.port}"])
+                lines.append(f"set_port_rate {line} {port}")
+        self.run([*lines, f"set_queue_depth {q.depth} {port}"])
 
     def queue_index(self, priority: int, priorities: int) -> int:
         """The CLI's priority argument for P4 ``priority``. p4sim's admin channel and

@@ -56,8 +56,8 @@ from cellfabric.nos.relay import PUNT_PATHS
 from controlplane.errors import ControlPlaneError
 from controlplane.fabric import Fabric
 from controlplane.fabric_controller import FABRIC_ROLE, FabricController, fabric_role_config
+from controlplane.fabric_plan import CONTROL_PRIORITY, CONTROL_QUEUES, QueuePlan
 from controlplane.fabric_plan import CPU_PORT as FABRIC_CPU_PORT
-from controlplane.fabric_plan import QueuePlan
 from netlab.hosts import stop_process
 from netlab.targets import compile_p4
 from topologies.model import Topology
@@ -144,7 +144,9 @@ class FabricRun:
         self.fnet = FabricNet(topo, cfg.target, None, cfg.run_dir, pcap=cfg.pcap,
                               switch_log=cfg.switch_log, pki=self.pki,
                               cpu_port=CPU_PORT if self._punt == "p4runtime" else None,
-                              cpu_link_port=CPU_PORT if self._punt == "veth" else None)
+                              cpu_link_port=CPU_PORT if self._punt == "veth" else None,
+                              # a NOS's own frames get a queue of their own, off the line
+                              priority_queues=CONTROL_QUEUES if self._punt else 2)
         self.fnet.build()
         dead = self.fnet.start()
         if dead:
@@ -426,7 +428,9 @@ class FabricRun:
             # ARP) to the end of the last step, plus the slot the last packet counted holds
             # its line after the read (so a link busy throughout reads at most 100%).
             start = self.traffic_start or self.load_before["t"]
-            paced = self.fnet.priority_queues if cfg.target == "bmv2" and self.fnet else 1
+            # (the control queue's frames are off the line and out of its load)
+            paced = (min(self.fnet.priority_queues, CONTROL_PRIORITY)
+                     if cfg.target == "bmv2" and self.fnet else 1)
             end = self.load_after["t"] + linkload.last_slot_s(topo, paced)
             m.link_load = {"window_s": max(1e-3, end - start),
                            "links": linkload.link_totals(topo, self.load_before,

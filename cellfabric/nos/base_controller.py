@@ -49,15 +49,17 @@ def _agent_owned(conn: Any, proto: p4runtime_pb2.Entity) -> bool:
 
 
 def control_priority(plan: SwitchPlan, cpu_port: int = fp.CPU_PORT) -> list[TableEntry]:
-    """The NOS's in-band frames (PacketOuts from the CPU port) on the feedback queue, ahead of
+    """The NOS's in-band frames (PacketOuts from the CPU port) on the control queue, ahead of
     the data cells a congested port holds, so BFD and BGP keepalives are not held back past
-    their timers; only on a switch with priority queues (its plan maps feedback to one)."""
+    their timers, and off the emulated line rate (fp.CONTROL_PRIORITY); only on a switch with
+    priority queues (its plan maps feedback to one), which a NOS's run starts with
+    fp.CONTROL_QUEUES."""
     if not any(isinstance(e, TableEntry) and e.table == fp.T_FEEDBACK for e in plan.entities):
         return []
     return [TableEntry(table=fp.T_CONTROL_PRIO,
                        match={"standard_metadata.ingress_port": cpu_port},
                        action="MyIngress.cpu_out.set_priority",
-                       params={"prio": fp.FEEDBACK_PRIORITY})]
+                       params={"prio": fp.CONTROL_PRIORITY})]
 
 
 class BaseController(FabricController):

@@ -84,7 +84,7 @@ class FrrInstance:
         state changes there). Set in the config, not with ``--log file:``, whose target
         ignores ``log timestamp precision``; what a daemon says before it reads its config
         goes to its .out file."""
-        return f"log file {self.folder / f'{daemon}.log'}\nlog timestamp precision 3\n"
+        return f"log file {self.log_path(daemon)}\nlog timestamp precision 3\n"
 
     def _argv(self, daemon: str) -> list[str]:
         argv = ["ip", "netns", "exec", self.netns, str(FRR_DIR / daemon),

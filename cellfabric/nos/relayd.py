@@ -16,6 +16,7 @@ also ends when its parent does (a harness killed outright leaves no relay behind
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -32,8 +33,10 @@ from controlplane.cpuport import ControllerHeader
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4  # a packet socket's pkttype for a frame sent from this host
+SOL_PACKET = 263
+PACKET_IGNORE_OUTGOING = 23  # Linux 4.20 on: the socket is not handed what it sent itself
 MAX_FRAME = 65536
-STATS_EVERY_S = 0.5
+STATS_EVERY_S = 1.0
 POLL_S = 0.2
 
 
@@ -63,6 +66,10 @@ class Relay:
             raise NamespaceError(f"{self.netns}: CPU port interface {self.cpu_ifname}: "
                                  f"{exc.strerror}") from None
         sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            # every PacketOut this relay writes would otherwise wake it once more, to be
+            # recognised as its own and skipped (from_switch still checks, for older kernels)
+            sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         self.sock = sock
         fds = open_taps(self.netns, list(self.tap_of.values()))
         for port, ifname in self.tap_of.items():
@@ -73,17 +80,19 @@ class Relay:
     def run(self) -> None:
         assert self.sock is not None
         sock, cpu = self.sock, self.sock.fileno()
-        fds = [cpu, *self.port_of]
+        poller = select.epoll()
+        for fd in (cpu, *self.port_of):
+            poller.register(fd, select.EPOLLIN)
         last_stats, dirty = 0.0, False
         parent = os.getppid()
         while not self.stopping:
             if os.getppid() != parent:  # the harness died without stopping us: so do we
                 break
             try:
-                ready, _, _ = select.select(fds, [], [], POLL_S)
+                ready = poller.poll(POLL_S)
             except InterruptedError:
                 continue
-            for fd in ready:
+            for fd, _ in ready:
                 try:
                     if fd == cpu:
                         self.from_switch(sock)
@@ -99,6 +108,7 @@ class Relay:
             if dirty and now - last_stats >= STATS_EVERY_S:
                 self.write_stats()
                 last_stats, dirty = now, False
+        poller.close()
         self.write_stats()
 
     def from_switch(self, sock: socket.socket) -> None:

@@ -41,10 +41,11 @@ control FeedbackPriority(inout headers_t hdr,
 }
 
 /* Ingress: what the switch's own control plane sends (PacketOut: a NOS's BGP, BFD and ARP
- * in band) joins the feedback queue, ahead of data, as a switch's CPU-generated traffic does:
- * cells queued on a congested port would otherwise hold BFD back past its detection time, and
- * the sessions, and with them the routes, would flap under the workload. One entry, for the
- * CPU port; none on a switch started without priority queues. */
+ * in band) joins a queue above data, as a switch's CPU-generated traffic does: cells queued
+ * on a congested port would otherwise hold BFD back past its detection time, and the
+ * sessions, and with them the routes, would flap under the workload. One entry, for the CPU
+ * port, naming the priority the control plane chose (the harness: 2, a queue of its own);
+ * none on a switch started without priority queues. */
 control ControlPriority(inout standard_metadata_t standard_metadata) {
     action set_priority(bit<3> prio) {
         standard_metadata.priority = prio;

@@ -2,11 +2,13 @@
 to one of the switch's own link addresses reaches the CPU port as a PacketIn carrying its
 ingress port, unchanged (BGP either way of the TCP connection, BFD, ICMP, ARP requests and
 replies, TTL 1 included); traffic to other addresses is forwarded as before; a PacketOut
-leaves the port it names unchanged. This is the in-band path of --routing bgp."""
+leaves the port it names unchanged and counts in port_tx_control (the switch's own frames,
+which an emulated fabric serves off the line rate); forwarded traffic does not. This is the
+in-band path of --routing bgp."""
 
 from __future__ import annotations
 
-from fabric_lib import ING, ROUTER_MAC, FabricTest, routed
+from fabric_lib import EGR, ING, ROUTER_MAC, FabricTest, routed
 from ptf import testutils
 from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
@@ -76,4 +78,11 @@ class PacketOutLeavesNamedPort(PuntTest):
                / TCP(sport=179, dport=40001, flags="SA"))
         self.sw.packet_out(bytes(out), egress_port=1, _pad=0)
         testutils.verify_packet(self, out, 1)
+        data = (Ether(src=PEER_MAC, dst=ROUTER_MAC) / IP(src=PEER, dst="10.0.2.7")
+                / TCP(sport=40001, dport=179) / b"x")
+        self.send(1, data)
+        testutils.verify_packet(self, routed(data, 2), 2)
         testutils.verify_no_other_packets(self)
+        control, sent = f"{EGR}.port_tx_control", f"{EGR}.port_tx"
+        self.assertEqual((self.counter(control, 1)[0], self.counter(sent, 1)[0]), (1, 1))
+        self.assertEqual((self.counter(control, 2)[0], self.counter(sent, 2)[0]), (0, 1))

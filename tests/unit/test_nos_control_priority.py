@@ -1,4 +1,4 @@
-"""A NOS's in-band frames (PacketOuts: BGP, BFD, ARP) join the feedback queue, ahead of the
+"""A NOS's in-band frames (PacketOuts: BGP, BFD, ARP) join the control queue, ahead of the
 data a congested port holds, once the bgp controller has written control_priority; a switch
 without priority queues gets no entry (its plan maps no feedback either)."""
 
@@ -13,7 +13,7 @@ from scapy.layers.l2 import Ether
 
 from cellfabric.nos.base_controller import control_priority
 from controlplane.connection import SwitchConnection
-from controlplane.fabric_plan import CPU_PORT, FEEDBACK_PRIORITY, plan_fabric
+from controlplane.fabric_plan import CONTROL_PRIORITY, CONTROL_QUEUES, CPU_PORT, plan_fabric
 from netlab.targets import compile_p4
 from p4sim.switch.dataplane import DataPlane
 from p4sim.switch.p4runtime import serve
@@ -35,10 +35,12 @@ def bfd_frame() -> bytes:
 
 
 def queued_by_priority(build: tuple[Path, Path], entries: list) -> tuple[int, int]:
-    """(priority 0, feedback priority) depth of PORT after 4 PacketOuts to it, with the
-    port paced at 1 packet/s and the clock stopped: nothing but the first leaves."""
+    """(priority 0, control priority) depth of PORT after 4 PacketOuts to it, with each of
+    the port's queues paced at 1 packet/s and the clock stopped: nothing but the first
+    leaves."""
     json_path, p4info_path = build
-    dp = DataPlane(device_id=1, cpu_port=CPU_PORT, priorities=2, clock=lambda: 0)
+    dp = DataPlane(device_id=1, cpu_port=CPU_PORT, priorities=CONTROL_QUEUES,
+                   clock=lambda: 0)
     dp.tx = lambda _port, _frame: None
     handle = serve(dp, "127.0.0.1:0", 1)
     try:
@@ -53,7 +55,7 @@ def queued_by_priority(build: tuple[Path, Path], entries: list) -> tuple[int, in
             # packet-outs are handed to the data plane on the stream's thread
             for _ in range(200):
                 with dp.lock:
-                    depths = (dp.tm.depth(PORT, 0), dp.tm.depth(PORT, FEEDBACK_PRIORITY))
+                    depths = (dp.tm.depth(PORT, 0), dp.tm.depth(PORT, CONTROL_PRIORITY))
                 if sum(depths) >= 3:
                     break
                 time.sleep(0.01)
@@ -62,7 +64,7 @@ def queued_by_priority(build: tuple[Path, Path], entries: list) -> tuple[int, in
         handle.stop()
 
 
-def test_packet_outs_ride_the_feedback_queue(build) -> None:
+def test_packet_outs_ride_the_control_queue(build) -> None:
     plan = plan_fabric(resolve_topology("leaf-spine"))["s1"]
     entries = control_priority(plan)
     assert len(entries) == 1

@@ -46,11 +46,11 @@ def test_host_rate_is_the_data_share() -> None:
     assert host_line_rate(topo, "h1") == data_rate(200) == 160
 
 
-def _lines(target: str) -> list[str]:
+def _lines(target: str, priorities: int = 2) -> list[str]:
     sent: list[str] = []
     admin = SwitchAdmin("s1", target, 0)
     admin.run = sent.extend  # type: ignore[method-assign]
-    admin.set_queue(3, 100, 64, priorities=2)
+    admin.set_queue(3, 100, 64, priorities=priorities)
     return sent
 
 
@@ -78,6 +78,33 @@ def test_unknown_bmv2_version_is_taken_as_current() -> None:
 def test_embedded_shares_one_line_rate() -> None:
     assert _lines("embedded") == ["set_queue_rate 100 3", "set_port_rate 100 3",
                                   "set_queue_depth 64 3"]
+
+
+def test_a_control_queue_is_off_the_line_on_both_targets(monkeypatch) -> None:
+    # a NOS's run: priority 2 carries the switch's own frames; p4sim's line covers 0 and 1
+    # only and the control queue has no rate; BMv2 paces it at the line on its own
+    assert _lines("embedded", 3) == ["set_queue_rate 100 3", "set_queue_rate 0 3 2",
+                                     "set_port_rate 100 3 2", "set_queue_depth 64 3"]
+    monkeypatch.setattr(admin_mod, "bmv2_version", lambda: (1, 15, 5))
+    assert _lines("bmv2", 3) == ["set_queue_rate 88 3 0", "set_queue_rate 100 3 1",
+                                 "set_queue_rate 100 3 2", "set_queue_depth 64 3"]
+    monkeypatch.setattr(admin_mod, "bmv2_version", lambda: (1, 15, 0))
+    assert _lines("bmv2", 3) == ["set_queue_rate 88 3 2", "set_queue_rate 100 3 1",
+                                 "set_queue_rate 100 3 0", "set_queue_depth 64 3"]
+
+
+def test_p4sim_takes_the_control_queue_lines() -> None:
+    from p4sim.switch.admin import execute
+    from p4sim.switch.dataplane import DataPlane
+
+    dp = DataPlane(priorities=3, clock=lambda: 0)
+    for line in _lines("embedded", 3):
+        words = line.split()
+        execute(dp, words[0], words[1:])
+    data, feedback, control = (dp.tm.queue(3, prio) for prio in (0, FEEDBACK_PRIORITY, 2))
+    assert data.link is feedback.link is not None and data.link.pps == 100
+    assert (data.pps, feedback.pps, data.depth) == (100, 100, 64)
+    assert control.link is None and control.pps == 0 and control.bypass
 
 
 def test_p4sim_port_line_rate_is_shared_by_its_priority_queues() -> None:

@@ -93,6 +93,30 @@ def test_goodput_fraction_is_ideal_over_actual_flow_time() -> None:
     assert goodput_fraction(m) == 0.0
 
 
+def test_nos_frames_are_counted_beside_the_line_not_in_it() -> None:
+    """fabric.p4's port_tx counts a switch's own control frames too; they are served off the
+    emulated line, so the link totals take them out of 'other' and the load leaves them out:
+    a link full of cells reads 100%, not more, with BFD beside it."""
+    from cellfabric.core.linkload import link_totals
+    from topologies.catalog import resolve_topology
+
+    topo = resolve_topology("leaf-spine")
+    lk = next(lk for lk in topo.links if lk.a in topo.switches and lk.b in topo.switches)
+    key = (lk.a, lk.a_port)
+    before = {"t": 0.0, "ports": {key: (10, 0, 4)}}
+    after = {"t": 5.0, "ports": {key: (10 + 500 + 30 + 40, 500, 4 + 40)}}  # cells, other, NOS
+    (rec,) = [r for r in link_totals(topo, before, after) if r["link"] == lk.name]
+    d = rec["directions"][f"{lk.a}->{lk.b}"]
+    assert (d["cells"], d["other"], d["control"]) == (500, 30, 40)
+    rate = lk.queue.rate_pps
+    acct = link_accounting([rec], window_s=530 / rate)
+    assert acct["directions"][f"{lk.a}->{lk.b}"]["offered"] == pytest.approx(1.0)
+    m = _metrics()
+    m.link_load = {"window_s": 530 / rate, "links": [rec]}
+    assert ("100.0% of its rate (500 cells + 30 other; 40 NOS frames beside, off the line)"
+            in format_summary(m))
+
+
 def test_goodput_fraction_of_several_steps_counts_each_step_once() -> None:
     # all-reduce: the same pair in every step; m.flows keeps only the last step's record
     m = RunMetrics()

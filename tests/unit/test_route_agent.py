@@ -5,10 +5,11 @@ is written, under the agent's own role."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -123,11 +124,21 @@ def test_the_role_keeps_the_agent_out_of_other_tables(setup) -> None:
                                match={"hdr.ethernet.dst_addr": "00:00:00:00:00:01"}))
 
 
-def follow(agent: RouteAgent) -> tuple[threading.Event, threading.Thread]:
+def follow(agent: RouteAgent, *run_args: float) -> tuple[threading.Event, threading.Thread]:
     stop = threading.Event()
-    thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    thread = threading.Thread(target=agent.run, args=(stop, *run_args), daemon=True)
     thread.start()
     return stop, thread
+
+
+@contextlib.contextmanager
+def agent_and_controller(sw: P4simSwitch) -> Iterator[tuple[SwitchConnection,
+                                                            SwitchConnection]]:
+    """(the agent's connection, under its role; a controller's) to a switch of its own."""
+    with SwitchConnection(sw.addr, 1, (0, 1), reconnect=False, role=ROUTE_AGENT_ROLE,
+                          role_config=route_agent_role_config()) as conn, \
+            SwitchConnection(sw.addr, 1, (0, 1), reconnect=False) as ctl:
+        yield conn, ctl
 
 
 def settled(agent: RouteAgent, check: Callable[[], bool]) -> bool:
@@ -183,9 +194,7 @@ def test_a_switch_without_pipeline_is_one_error_then_programmed(fabric_build,
     json_path, p4info_path = fabric_build
     lab, sw = bare_switch
     lab.ip("route", "add", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 2))
-    with SwitchConnection(sw.addr, 1, (0, 1), reconnect=False, role=ROUTE_AGENT_ROLE,
-                          role_config=route_agent_role_config()) as conn, \
-            SwitchConnection(sw.addr, 1, (0, 1), reconnect=False) as ctl:
+    with agent_and_controller(sw) as (conn, ctl):
         agent = make_agent(lab, conn)
         stop, thread = follow(agent)
         try:
@@ -260,3 +269,42 @@ def test_a_netlink_overflow_reads_the_table_again(setup, monkeypatch) -> None:
         stop.set()
         thread.join(timeout=30)
     assert not thread.is_alive()
+
+
+def test_the_agent_waits_long_while_programmed_and_retries_a_failed_pass_soon(
+        fabric_build, bare_switch, monkeypatch) -> None:
+    """Each wait on the kernel table is one of two lengths: ``poll_s`` while a failed pass
+    waits to be retried (a switch without a pipeline), ``idle_s`` once the switch holds the
+    table (a change ends either wait at once: the route below is followed in a long wait)."""
+    from cellfabric.nos import route_agent
+    from controlplane.kernel_routes import KernelRouteWatch
+
+    waits: list[tuple[float, bool]] = []  # (timeout, programmed when the wait began)
+    agent_box: list[RouteAgent] = []
+
+    class RecordingWatch(KernelRouteWatch):
+        async def changes(self, timeout: float):
+            waits.append((timeout, agent_box[0]._installed is not None))
+            return await super().changes(timeout)
+
+    monkeypatch.setattr(route_agent, "KernelRouteWatch", RecordingWatch)
+    json_path, p4info_path = fabric_build
+    lab, sw = bare_switch
+    lab.ip("route", "add", "10.1.0.0/16", "proto", "bgp", *lab.via(1, 2))
+    with agent_and_controller(sw) as (conn, ctl):
+        agent = make_agent(lab, conn)
+        agent_box.append(agent)
+        stop, _thread = follow(agent, 0.05, 5.0)
+        try:
+            assert settled(agent, lambda: bool(agent.errors))
+            ctl.set_pipeline(p4info_path, json_path)
+            assert settled(agent, lambda: routes_on(ctl) == {"10.1.0.0/16": 1})
+            assert settled(agent, lambda: any(t == 5.0 for t, _ in waits))
+            lab.ip("route", "add", "10.2.0.0/16", "proto", "bgp", *lab.via(3))
+            assert settled(agent, lambda: set(routes_on(ctl)) == {"10.1.0.0/16", "10.2.0.0/16"})
+        finally:
+            stop.set()
+        # burst-settling waits (settle_s) aside, a wait's length follows the agent's state
+        state_waits = [(t, programmed) for t, programmed in waits if t != agent.settle_s]
+        assert (0.05, False) in state_waits and (5.0, True) in state_waits
+        assert all((t == 5.0) == programmed for t, programmed in state_waits)
